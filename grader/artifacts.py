@@ -1,0 +1,86 @@
+"""Turn what a learner's function returns into comparable artifacts, and compare them.
+
+Artifacts are plain data (lists of node labels, dicts of counts, tensors) so that they
+can cross a process boundary; every comparison is phrased for learners, in Chinese.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+
+from .exercise import PASS, Verdict
+
+MAX_SHOWN = 300  # characters of expected/got shown in feedback
+
+
+def seeded_build(seed: int, make: Callable[[], dict]) -> Callable[[], dict]:
+    """A ``Case.build`` that makes the same weights and inputs on every call."""
+    def build() -> dict:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return make()
+    return build
+
+
+def short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + " …"
+
+
+def node_label(node: fx.Node, gm: fx.GraphModule) -> str:
+    """What a node does: function/method name, module class, or the opcode itself."""
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", str(node.target))
+    if node.op == "call_method":
+        return node.target
+    if node.op == "call_module":
+        return type(gm.get_submodule(node.target)).__name__
+    return node.op
+
+
+def graph_pass_artifact(function: Callable, built: dict) -> dict:
+    """Run a graph pass on ``built["module"]``; record its nodes and outputs on ``built["inputs"]``."""
+    result = function(built["module"])
+    if not isinstance(result, fx.GraphModule):
+        return {"error": f"函数应返回 torch.fx.GraphModule，实际返回了 {type(result).__name__}。"}
+    try:
+        result.graph.lint()
+    except Exception as error:
+        return {"error": f"返回的图不合法（graph.lint() 失败）：{error}"}
+    with torch.no_grad():
+        outputs = result(*built["inputs"])
+    return {"nodes": [node_label(n, result) for n in result.graph.nodes], "outputs": outputs}
+
+
+def artifact_error(got: Any) -> Verdict | None:
+    if isinstance(got, dict) and "error" in got:
+        return Verdict(False, got["error"])
+    return None
+
+
+def compare_outputs(expected: Any, got: Any, *, atol: float = 1e-5, rtol: float = 1e-4) -> Verdict:
+    """Tensors (or tuples of tensors) equal within tolerance, same shapes and dtypes."""
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return Verdict(False, "输出的个数与参考实现不同。", short(len(expected)), short(got))
+        for e, g in zip(expected, got):
+            verdict = compare_outputs(e, g, atol=atol, rtol=rtol)
+            if not verdict.ok:
+                return verdict
+        return PASS
+    if not isinstance(got, torch.Tensor) or type(got) is not torch.Tensor:
+        return Verdict(False, "输出应是普通的 torch.Tensor。", "torch.Tensor", type(got).__name__)
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        return Verdict(False, "输出的形状或 dtype 与参考实现不同。",
+                       f"{tuple(expected.shape)} {expected.dtype}", f"{tuple(got.shape)} {got.dtype}")
+    if not torch.allclose(got, expected, atol=atol, rtol=rtol):
+        worst = (got - expected).abs().max().item()
+        return Verdict(False, f"改写后的图在同一输入上的输出与参考实现不同（最大误差 {worst:.3g}）。",
+                       short(expected.flatten()[:6]), short(got.flatten()[:6]))
+    return PASS
+
+
+def compare_equal(expected: Any, got: Any, message: str) -> Verdict:
+    return PASS if expected == got else Verdict(False, message, short(expected), short(got))

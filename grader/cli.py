@@ -1,0 +1,93 @@
+"""``python -m grader``: check, grade, release and autograde from the command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .course import autograde_course, build_course
+from .errors import GraderError
+from .execute import execute_notebook
+from .results import ExerciseResult
+
+
+def _table(results: list[ExerciseResult]) -> str:
+    width = max(len(r.exercise_id) for r in results)
+    rows = [f"{'exercise':{width}}  points  status  reason"]
+    for r in results:
+        status = "pass" if r.passed else "FAIL"
+        rows.append(f"{r.exercise_id:{width}}  {r.points:>2}/{r.max_points:<3}  {status:6}  {r.reason}")
+    total, best = sum(r.points for r in results), sum(r.max_points for r in results)
+    rows.append(f"{'total':{width}}  {total:>2}/{best:<3}")
+    return "\n".join(rows)
+
+
+def cmd_check(args) -> int:
+    results = execute_notebook(args.notebook, seed=args.seed, timeout=args.timeout)
+    print(_table(results))
+    return 0 if all(r.passed for r in results) else 1
+
+
+def cmd_grade(args) -> int:
+    results = execute_notebook(args.submission, seed=args.seed, timeout=args.timeout)
+    report = {
+        "submission": str(args.submission),
+        "points": sum(r.points for r in results),
+        "max_points": sum(r.max_points for r in results),
+        "exercises": [r.to_json() for r in results],
+    }
+    text = json.dumps(report, ensure_ascii=False, indent=2)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print(_table(results))
+    return 0
+
+
+def cmd_release(args) -> int:
+    assignments = build_course(args.outdir, timeout=args.timeout)
+    print(f"course directory: {Path(args.outdir).resolve()}")
+    for name in assignments:
+        print(f"  released {name}: {Path(args.outdir) / 'release' / name}")
+    return 0
+
+
+def cmd_autograde(args) -> int:
+    csv_path = autograde_course(args.course_dir)
+    print(csv_path.read_text(encoding="utf-8").strip())
+    print(f"grades written to {csv_path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check", help="run the graded exercises of a filled-in notebook; exit 0 only if all pass")
+    check.add_argument("notebook")
+    grade = commands.add_parser("grade", help="score one submission headless")
+    grade.add_argument("submission")
+    grade.add_argument("--json", metavar="OUT.json", help="write points, max points, pass/fail and reason per exercise")
+    for sub in (check, grade):
+        sub.add_argument("--seed", type=int, help="seed of the hidden cases (default: random)")
+        sub.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell (default 300)")
+        sub.set_defaults(handler=cmd_check if sub is check else cmd_grade)
+
+    release = commands.add_parser("release", help="build an nbgrader course directory and generate the releases")
+    release.add_argument("outdir")
+    release.add_argument("--timeout", type=int, default=300, help="nbgrader's per-cell timeout when autograding")
+    release.set_defaults(handler=cmd_release)
+
+    autograde = commands.add_parser("autograde", help="nbgrader autograde, feedback and CSV export of the collected submissions")
+    autograde.add_argument("course_dir")
+    autograde.set_defaults(handler=cmd_autograde)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except GraderError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

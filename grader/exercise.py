@@ -1,0 +1,100 @@
+"""How an exercise is declared: cases, a reference, an artifact and a comparison.
+
+The split mirrors where code runs. ``produce`` calls a learner's function and turns its
+result into an *artifact* (plain data: names, counts, tensors). ``compare`` judges an
+artifact against the reference's, and ``performance`` compares a metric of the two.
+Only ``produce`` ever touches learner code, so it is the one piece that can later run
+in an isolated process while ``compare`` stays on the trusted side.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import UnknownExercise
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input to an exercise. ``build`` returns a fresh argument dict on every call,
+    because passes mutate what they are given."""
+
+    name: str
+    build: Callable[[], dict]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of a comparison, with learner-facing Chinese text."""
+
+    ok: bool
+    message: str = ""
+    expected: str | None = None
+    got: str | None = None
+
+
+PASS = Verdict(True)
+
+
+@dataclass(frozen=True)
+class PerformanceGoal:
+    """``metric(got) <= max_ratio * metric(expected)``, e.g. node counts or simulated time."""
+
+    metric: Callable[[Any], float]
+    max_ratio: float
+    description: str
+
+    def judge(self, expected: Any, got: Any) -> Verdict:
+        target, value = self.metric(expected), self.metric(got)
+        if value <= self.max_ratio * target:
+            return PASS
+        return Verdict(False, f"性能未达标：{self.description}",
+                       expected=f"≤ {self.max_ratio * target:g}", got=f"{value:g}")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """Everything the grader knows about one exercise, declared once."""
+
+    id: str                      # "03.remove_dropout": chapter, dot, name
+    title: str                   # Chinese, shown in feedback
+    function: str                # the name the learner defines in the answer cell
+    reference: Callable
+    points: int
+    public_cases: Callable[[], list[Case]]
+    hidden_cases: Callable[[random.Random], list[Case]]
+    produce: Callable[[Callable, dict], Any]
+    compare: Callable[[Any, Any], Verdict]
+    hint: str = ""
+    performance: PerformanceGoal | None = None
+
+    @property
+    def chapter(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+@dataclass
+class Registry:
+    """All declared exercises, by id (insertion order = order in the notebook)."""
+
+    exercises: dict[str, Exercise] = field(default_factory=dict)
+
+    def add(self, exercise: Exercise) -> Exercise:
+        if exercise.id in self.exercises:
+            raise ValueError(f"exercise {exercise.id!r} declared twice")
+        self.exercises[exercise.id] = exercise
+        return exercise
+
+    def get(self, exercise_id: str) -> Exercise:
+        try:
+            return self.exercises[exercise_id]
+        except KeyError:
+            raise UnknownExercise(exercise_id, self.exercises) from None
+
+    def chapter(self, chapter: str) -> list[Exercise]:
+        return [e for e in self.exercises.values() if e.chapter == chapter]
+
+
+REGISTRY = Registry()

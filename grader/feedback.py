@@ -1,0 +1,34 @@
+"""Learner-facing feedback, in Chinese: which case failed, expected vs got, a hint.
+
+Hidden cases are reported as pass/fail with the hint only: their inputs never appear.
+"""
+from __future__ import annotations
+
+from .exercise import Exercise
+from .results import ExerciseResult
+
+
+def format_result(result: ExerciseResult, exercise: Exercise) -> str:
+    public = [c for c in result.cases if not c.hidden]
+    hidden = [c for c in result.cases if c.hidden]
+    score = f"（{result.points}/{result.max_points} 分）"
+    if result.passed:
+        counts = f"{len(public)} 个公开用例" + (f"、{len(hidden)} 个隐藏用例" if hidden else "")
+        return f"✅ {exercise.id} {exercise.title} 通过{score}：{counts}全部通过。"
+    lines = [f"❌ {exercise.id} {exercise.title} 未通过{score}"]
+    if result.error is not None:
+        lines.append(f"  {result.error}")
+    for case in public:
+        verdict = case.verdict
+        lines.append(f"  {'✓' if verdict.ok else '✗'} 用例「{case.case}」" + ("" if verdict.ok else f"：{verdict.message}"))
+        if not verdict.ok:
+            if verdict.expected is not None:
+                lines.append(f"      期望：{verdict.expected}")
+            if verdict.got is not None:
+                lines.append(f"      实际：{verdict.got}")
+    if hidden:
+        failed = sum(not c.verdict.ok for c in hidden)
+        lines.append(f"  隐藏用例：{len(hidden) - failed}/{len(hidden)} 通过")
+    if exercise.hint:
+        lines.append(f"  提示：{exercise.hint}")
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""Graph visualizers for the course: FX graphs, pass diffs, and any view a chapter adds.
+
+    from graphviews import show, show_diff
+    show(gm)                     # SVG inline in JupyterLab (text if Graphviz is missing)
+    show_diff(before, after)     # what a pass added, rewrote and removed
+    show(gm).save("graph.svg")
+
+A chapter that brings a new kind of graph registers an adapter::
+
+    @to_view.register(MyIR)
+    def _(ir, **options) -> GraphView: ...
+"""
+from __future__ import annotations
+
+from functools import singledispatch
+
+import torch.fx
+
+from .fx import diff_fx, from_fx, target_name
+from .model import GraphView, ViewCluster, ViewEdge, ViewNode
+from .render import RenderedGraph, find_dot, render, to_dot, to_text
+from .styles import register_kind
+
+
+@singledispatch
+def to_view(obj, **options) -> GraphView:
+    """Convert ``obj`` to a :class:`GraphView`; chapters register adapters per type."""
+    raise TypeError(f"no graph view for {type(obj).__name__}; "
+                    "register one with @graphviews.to_view.register")
+
+
+@to_view.register
+def _(view: GraphView, **options) -> GraphView:
+    return view
+
+
+to_view.register(torch.fx.GraphModule, from_fx)
+to_view.register(torch.fx.Graph, from_fx)
+
+
+def show(obj, **options) -> RenderedGraph:
+    """Render anything :func:`to_view` understands; the result displays itself in Jupyter."""
+    return render(to_view(obj, **options))
+
+
+def show_diff(before, after, *, title: str = "") -> RenderedGraph:
+    """Render an FX pass as a diff: + added, ~ rewritten, - removed nodes."""
+    return render(diff_fx(before, after, title=title))
+
+
+__all__ = [
+    "GraphView", "ViewNode", "ViewEdge", "ViewCluster", "RenderedGraph",
+    "to_view", "show", "show_diff", "render", "to_dot", "to_text", "find_dot",
+    "from_fx", "diff_fx", "target_name", "register_kind",
+]
