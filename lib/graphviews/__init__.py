@@ -18,7 +18,7 @@ import torch.fx
 
 from .fx import diff_fx, from_fx, target_name
 from .model import GraphView, ViewCluster, ViewEdge, ViewNode
-from .render import RenderedGraph, find_dot, render, to_dot, to_text
+from .renderer import RenderedGraph, find_dot, render, to_dot, to_text
 from .styles import register_kind
 
 

@@ -1,7 +1,7 @@
 """The renderer-independent graph model every visualizer builds.
 
 Adapters turn a domain object (an FX graph, a lazy IR, a dispatch trace, ...) into a
-:class:`GraphView`; :mod:`graphviews.render` turns a view into SVG or text. Keeping the
+:class:`GraphView`; :mod:`graphviews.renderer` turns a view into SVG or text. Keeping the
 model plain data means a new chapter adds an adapter, never a new renderer.
 """
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""Plausible wrong answers to chapter 03's exercises; the checks must reject each one."""
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from solutions import ch03_fx as reference
+
+
+def count_ops_by_target(gm):
+    """Keys call_module nodes by the submodule's name ('linear1') instead of its class."""
+    counts = {}
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method", "call_module"):
+            key = node.target if isinstance(node.target, str) else node.target.__name__
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def count_ops_every_node(gm):
+    """Also counts placeholders and the output."""
+    counts = reference.count_ops(gm)
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            counts[node.op] = counts.get(node.op, 0) + 1
+    return counts
+
+
+def relu_to_gelu_seed(gm):
+    """Seed 000's rewrite: only ``torch.relu`` calls, not F.relu, x.relu() or nn.ReLU."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target == torch.relu:
+            node.target = F.gelu
+    gm.recompile()
+    return gm
+
+
+def remove_dropout_seed(gm):
+    """Seed 000's pass: removes nn.Dropout modules but leaves F.dropout calls."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.Dropout):
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
+def fold_conv_bn_ignoring_users(gm):
+    """Folds even when the conv's output is also used elsewhere."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.BatchNorm2d):
+            producer = node.args[0]
+            if producer.op == "call_module" and isinstance(gm.get_submodule(producer.target), nn.Conv2d):
+                conv, bn = gm.get_submodule(producer.target), gm.get_submodule(node.target)
+                scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+                bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
+                with torch.no_grad():
+                    conv.weight.mul_(scale.reshape(-1, 1, 1, 1))
+                    conv.bias = nn.Parameter((bias - bn.running_mean) * scale + bn.bias)
+                node.replace_all_uses_with(producer)
+                gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
+def fold_conv_bn_without_mean(gm):
+    """Forgets to subtract the running mean from the bias."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.BatchNorm2d):
+            producer = node.args[0]
+            if (producer.op == "call_module" and isinstance(gm.get_submodule(producer.target), nn.Conv2d)
+                    and len(producer.users) == 1):
+                conv, bn = gm.get_submodule(producer.target), gm.get_submodule(node.target)
+                scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+                bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
+                with torch.no_grad():
+                    conv.weight.mul_(scale.reshape(-1, 1, 1, 1))
+                    conv.bias = nn.Parameter(bias * scale + bn.bias)
+                node.replace_all_uses_with(producer)
+                gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
+def find_fusion_groups_ignoring_users(gm: fx.GraphModule):
+    """Joins connected pointwise nodes even through values with several users."""
+    def is_pointwise(node):
+        return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+                and torch.Tag.pointwise in node.target.tags)
+
+    groups = []
+    for node in gm.graph.nodes:
+        if not is_pointwise(node):
+            continue
+        joined = [g for g in groups if any(p.name in g for p in node.all_input_nodes if is_pointwise(p))]
+        merged = {node.name}.union(*joined)
+        groups = [g for g in groups if g not in joined] + [merged]
+    return [sorted(g) for g in groups if len(g) >= 2]
+
+
+WRONG_ANSWERS = [
+    ("03.op_census", count_ops_by_target),
+    ("03.op_census", count_ops_every_node),
+    ("03.relu_to_gelu", relu_to_gelu_seed),
+    ("03.remove_dropout", remove_dropout_seed),
+    ("03.fold_conv_bn", fold_conv_bn_ignoring_users),
+    ("03.fold_conv_bn", fold_conv_bn_without_mean),
+    ("03.fusion_groups", find_fusion_groups_ignoring_users),
+]

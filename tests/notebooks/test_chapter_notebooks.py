@@ -1,0 +1,63 @@
+"""Chapter notebooks: stored clean, valid nbgrader metadata, and they run with the references."""
+import ast
+import inspect
+
+import nbclient
+import nbformat
+import pytest
+
+from grader.exercise import REGISTRY
+from grader.notebooks import ANSWER_PREFIX, CHECK_PREFIX, check_cells, exercise_id, grade_id, read_notebook
+from notebook_builders import CHAPTER_03, NOTEBOOKS, write_filled
+
+ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("*.ipynb"))
+REQUIRED_NBGRADER_KEYS = {"schema_version", "grade", "solution", "locked", "grade_id"}
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_without_outputs(path):
+    for cell in read_notebook(path).cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_nbgrader_metadata_is_valid_and_matches_the_declarations(path):
+    notebook = read_notebook(path)
+    seen = set()
+    for cell in notebook.cells:
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if meta is None:
+            continue
+        assert REQUIRED_NBGRADER_KEYS <= set(meta) and meta["schema_version"] == 3
+        assert meta["grade_id"] not in seen
+        seen.add(meta["grade_id"])
+        exercise = REGISTRY.get(exercise_id(meta["grade_id"]))
+        if meta["grade_id"].startswith(CHECK_PREFIX):
+            assert meta["grade"] and meta["locked"] and not meta["solution"]
+            assert meta["points"] == exercise.points
+            assert cell.source.strip() == f'check("{exercise.id}")'
+        else:
+            assert meta["grade_id"].startswith(ANSWER_PREFIX) and meta["solution"] and not meta["grade"]
+
+
+def test_chapter_03_declares_every_chapter_03_exercise_with_matching_stubs():
+    notebook = read_notebook(CHAPTER_03)
+    assert list(check_cells(notebook)) == [e.id for e in REGISTRY.chapter("03")]
+    for cell in notebook.cells:
+        if grade_id(cell).startswith(ANSWER_PREFIX):
+            exercise = REGISTRY.get(exercise_id(grade_id(cell)))
+            stub = ast.parse(cell.source).body[0]
+            assert stub.name == exercise.function
+            assert [a.arg for a in stub.args.args] == list(inspect.signature(exercise.reference).parameters)
+
+
+def test_chapter_03_runs_top_to_bottom_with_references(tmp_path):
+    notebook = nbformat.read(write_filled(tmp_path / "03_filled.ipynb"), as_version=4)
+    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors == []
+    passed = [c for c in notebook.cells if grade_id(c).startswith(CHECK_PREFIX)
+              and any("✅" in o.get("text", "") for o in c.outputs)]
+    assert len(passed) == len(REGISTRY.chapter("03"))
