@@ -1,6 +1,6 @@
 import sys
 from pathlib import Path
 
-# Test helpers (wrong answers, notebook builders) are plain modules beside the tests.
-sys.path.insert(0, str(Path(__file__).parent / "grading"))
-sys.path.insert(0, str(Path(__file__).parent))
+# Shared test helpers (notebook builders, wrong answers) live in tests/helpers. Tests are
+# imported with --import-mode=importlib, so no test folder can shadow a library package.
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))

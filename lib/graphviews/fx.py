@@ -57,9 +57,23 @@ def node_details(node: torch.fx.Node, module: torch.nn.Module | None = None) -> 
     return details
 
 
-def _signature(node: torch.fx.Node) -> tuple:
-    """What a node computes, for diffing: opcode, target and the names it reads."""
-    return (node.op, target_name(node), repr(node.args), repr(node.kwargs))
+def _module_fingerprint(node: torch.fx.Node, module: torch.nn.Module | None) -> tuple:
+    """Class and parameter summary of a called submodule, so swapped weights show as changed."""
+    if node.op != "call_module" or module is None:
+        return ()
+    try:
+        submodule = module.get_submodule(node.target)
+    except AttributeError:
+        return ()
+    tensors = [*submodule.named_parameters(), *submodule.named_buffers()]
+    return (type(submodule).__name__,
+            *((name, tuple(t.shape), round(float(t.detach().double().sum()), 6)) for name, t in tensors))
+
+
+def _signature(node: torch.fx.Node, module: torch.nn.Module | None) -> tuple:
+    """What a node computes, for diffing: opcode, target, the names it reads, its module."""
+    return (node.op, target_name(node), repr(node.args), repr(node.kwargs),
+            _module_fingerprint(node, module))
 
 
 def from_fx(obj, groups: Mapping[str, Iterable] | None = None, *, group_kind: str = "group",
@@ -86,17 +100,18 @@ def diff_fx(before, after, *, title: str = "") -> GraphView:
     """
     old = {node.name: node for node in _graph_of(before).nodes}
     new = {node.name: node for node in _graph_of(after).nodes}
+    before_module = before if isinstance(before, torch.fx.GraphModule) else None
+    after_module = after if isinstance(after, torch.fx.GraphModule) else None
     view = from_fx(after, title=title)
     for view_node in view.nodes:
         previous = old.get(view_node.id)
         if previous is None:
             view_node.status = "added"
-        elif _signature(previous) != _signature(new[view_node.id]):
+        elif _signature(previous, before_module) != _signature(new[view_node.id], after_module):
             view_node.status = "changed"
     for edge in view.edges:
         if edge.dst not in old:
             edge.status = "added"
-    before_module = before if isinstance(before, torch.fx.GraphModule) else None
     for name, node in old.items():
         if name in new:
             continue

@@ -14,6 +14,10 @@ ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("*.ipynb"))
 REQUIRED_NBGRADER_KEYS = {"schema_version", "grade", "solution", "locked", "grade_id"}
 
 
+def test_the_course_has_its_chapter_notebooks():
+    assert {"00_guide.ipynb", "03_fx.ipynb"} <= {p.name for p in ALL_NOTEBOOKS}
+
+
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
 def test_stored_without_outputs(path):
     for cell in read_notebook(path).cells:

@@ -51,3 +51,12 @@ def test_diff_marks_added_changed_and_removed_nodes():
     assert status["neg"] == "added"
     assert status["linear2"] is None  # same target, same input name
     assert status["x"] is None
+
+
+def test_diff_marks_a_module_whose_weights_were_replaced():
+    before = traced_dropout_model()
+    after = copy.deepcopy(before)
+    with torch.no_grad():
+        after.linear2.weight.mul_(2)
+    status = {node.id: node.status for node in diff_fx(before, after).nodes}
+    assert status["linear2"] == "changed" and status["linear1"] is None

@@ -6,7 +6,7 @@ import nbformat
 
 from grader.notebooks import ANSWER_PREFIX, exercise_id, grade_id, inject_solutions, read_notebook
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CHAPTER_03 = NOTEBOOKS / "03_fx.ipynb"
 
 
