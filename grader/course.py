@@ -11,6 +11,7 @@ Layout of a course directory (nbgrader's own)::
 """
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 import sys
@@ -59,9 +60,15 @@ def graded_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
 
 
 def run_nbgrader(course_dir: Path, *arguments: str) -> subprocess.CompletedProcess:
-    """Run one nbgrader command inside ``course_dir``; raise with its log on failure."""
+    """Run one nbgrader command inside ``course_dir``; raise with its log on failure.
+
+    nbgrader calls helper programs (``alembic``) by name, so this interpreter's scripts
+    folder goes first on PATH even when its virtualenv is not activated.
+    """
+    scripts = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", "")}
     done = subprocess.run([sys.executable, "-m", "nbgrader", *arguments], cwd=course_dir,
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         log = (done.stderr or done.stdout).strip().splitlines()[-15:]
         raise GraderError(f"nbgrader {' '.join(arguments)} failed:\n" + "\n".join(log))
