@@ -11,8 +11,8 @@ CHAPTER_03 = NOTEBOOKS / "03_fx.ipynb"
 
 
 def wrong_answer_source(function, name: str) -> str:
-    """Source defining ``name`` as the given (wrong) function."""
-    return inspect.getsource(function) + f"\n{name} = {function.__name__}\n"
+    """Source defining ``name`` as the given (wrong) function, with its module's helpers."""
+    return inspect.getsource(inspect.getmodule(function)) + f"\n{name} = {function.__name__}\n"
 
 
 def write_filled(path: Path, notebook_path: Path = CHAPTER_03, overrides: dict | None = None) -> Path:

@@ -45,41 +45,36 @@ def remove_dropout_seed(gm):
     return gm
 
 
-def fold_conv_bn_ignoring_users(gm):
-    """Folds even when the conv's output is also used elsewhere."""
+def _fold_conv_bn_flawed(gm, *, require_single_user: bool, subtract_mean: bool):
+    """Conv+BN folding with one of two classic mistakes switched on."""
     for node in list(gm.graph.nodes):
-        if node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.BatchNorm2d):
-            producer = node.args[0]
-            if producer.op == "call_module" and isinstance(gm.get_submodule(producer.target), nn.Conv2d):
-                conv, bn = gm.get_submodule(producer.target), gm.get_submodule(node.target)
-                scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-                bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
-                with torch.no_grad():
-                    conv.weight.mul_(scale.reshape(-1, 1, 1, 1))
-                    conv.bias = nn.Parameter((bias - bn.running_mean) * scale + bn.bias)
-                node.replace_all_uses_with(producer)
-                gm.graph.erase_node(node)
+        if node.op != "call_module" or not isinstance(gm.get_submodule(node.target), nn.BatchNorm2d):
+            continue
+        producer = node.args[0]
+        if (producer.op != "call_module" or not isinstance(gm.get_submodule(producer.target), nn.Conv2d)
+                or (require_single_user and len(producer.users) != 1)):
+            continue
+        conv, bn = gm.get_submodule(producer.target), gm.get_submodule(node.target)
+        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
+        shift = bn.running_mean if subtract_mean else 0
+        with torch.no_grad():
+            conv.weight.mul_(scale.reshape(-1, 1, 1, 1))
+            conv.bias = nn.Parameter((bias - shift) * scale + bn.bias)
+        node.replace_all_uses_with(producer)
+        gm.graph.erase_node(node)
     gm.recompile()
     return gm
+
+
+def fold_conv_bn_ignoring_users(gm):
+    """Folds even when the conv's output is also used elsewhere."""
+    return _fold_conv_bn_flawed(gm, require_single_user=False, subtract_mean=True)
 
 
 def fold_conv_bn_without_mean(gm):
     """Forgets to subtract the running mean from the bias."""
-    for node in list(gm.graph.nodes):
-        if node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.BatchNorm2d):
-            producer = node.args[0]
-            if (producer.op == "call_module" and isinstance(gm.get_submodule(producer.target), nn.Conv2d)
-                    and len(producer.users) == 1):
-                conv, bn = gm.get_submodule(producer.target), gm.get_submodule(node.target)
-                scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-                bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
-                with torch.no_grad():
-                    conv.weight.mul_(scale.reshape(-1, 1, 1, 1))
-                    conv.bias = nn.Parameter(bias * scale + bn.bias)
-                node.replace_all_uses_with(producer)
-                gm.graph.erase_node(node)
-    gm.recompile()
-    return gm
+    return _fold_conv_bn_flawed(gm, require_single_user=True, subtract_mean=False)
 
 
 def find_fusion_groups_ignoring_users(gm: fx.GraphModule):
