@@ -32,32 +32,57 @@ def _attrs(attrs: dict[str, str]) -> str:
     return ", ".join(f"{key}={_quote(value)}" for key, value in attrs.items())
 
 
+def _cluster_parents(view: GraphView) -> list[int | None]:
+    """Each cluster's parent: the smallest other cluster holding all its nodes (nesting)."""
+    members = [set(c.node_ids) for c in view.clusters]
+    parents: list[int | None] = []
+    for index, inner in enumerate(members):
+        holders = [j for j, outer in enumerate(members)
+                   if j != index and inner <= outer and (inner != outer or j < index)]
+        parents.append(min(holders, key=lambda j: len(members[j])) if holders else None)
+    return parents
+
+
+def _cluster_lines(view: GraphView) -> list[str]:
+    """Node statements, each inside its innermost cluster; clusters nest by containment."""
+    parents = _cluster_parents(view)
+    home: dict[str, int] = {}
+    for index in sorted(range(len(view.clusters)), key=lambda i: -len(view.clusters[i].node_ids)):
+        for node_id in view.clusters[index].node_ids:
+            home[node_id] = index  # smaller clusters come later and win
+
+    def emit(parent: int | None, depth: int) -> list[str]:
+        pad = "  " * depth
+        out = []
+        for index, cluster in enumerate(view.clusters):
+            if parents[index] != parent:
+                continue
+            out.append(f"{pad}subgraph cluster_{index} {{")
+            for key, value in {"label": cluster.label, **cluster_style(cluster.kind)}.items():
+                out.append(f"{pad}  {key}={_quote(value)};")
+            out.extend(emit(index, depth + 1))
+            out.append(f"{pad}}}")
+        for node in view.nodes:
+            if home.get(node.id) == parent:
+                label = "\n".join([node.label, *node.details])
+                out.append(f"{pad}{_quote(node.id)} [{_attrs({'label': label, **node_style(node.kind, node.status)})}];")
+        return out
+
+    return emit(None, 1)
+
+
 def to_dot(view: GraphView) -> str:
     """Graphviz source of ``view``; clusters become ``subgraph cluster_*`` frames."""
     lines = [
         "digraph G {",
         f"  rankdir={view.direction};",
+        '  fontname="Helvetica"; fontsize=12;',
         '  node [fontname="Helvetica", fontsize=11];',
         '  edge [fontname="Helvetica", fontsize=9, color="#555555"];',
     ]
     if view.title:
         lines.append(f"  labelloc=t; label={_quote(view.title)};")
-    clustered: dict[str, int] = {}
-    for index, cluster in enumerate(view.clusters):
-        for node_id in cluster.node_ids:
-            clustered.setdefault(node_id, index)
-    by_cluster: dict[int | None, list[str]] = {}
-    for node in view.nodes:
-        label = "\n".join([node.label, *node.details])
-        statement = f"    {_quote(node.id)} [{_attrs({'label': label, **node_style(node.kind, node.status)})}];"
-        by_cluster.setdefault(clustered.get(node.id), []).append(statement)
-    for index, cluster in enumerate(view.clusters):
-        lines.append(f"  subgraph cluster_{index} {{")
-        for key, value in {"label": cluster.label, **cluster_style(cluster.kind)}.items():
-            lines.append(f"    {key}={_quote(value)};")
-        lines.extend(by_cluster.get(index, []))
-        lines.append("  }")
-    lines.extend(statement[2:] for statement in by_cluster.get(None, []))
+    lines.extend(_cluster_lines(view))
     for edge in view.edges:
         attrs = {"label": edge.label} if edge.label else {}
         if edge.status == "removed":

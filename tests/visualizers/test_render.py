@@ -74,3 +74,13 @@ def test_adapters_are_registered_per_type():
         return small_view()
 
     assert graphviews.show(Custom()).view.title == 'a "quoted" title'
+
+
+def test_a_cluster_inside_another_is_drawn_nested():
+    view = small_view()
+    view.add_node("y", "y", "call_function")
+    view.add_cluster("island", "chip island", ["relu", "y"], kind="chip")
+    source = graphviews.to_dot(view)
+    island, fusion = source.index("subgraph cluster_1"), source.index("subgraph cluster_0")
+    assert island < fusion < source.index('"relu" [')  # fusion group nested in the island
+    assert source.count('"relu" [') == 1

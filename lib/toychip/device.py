@@ -1,0 +1,98 @@
+"""Plugging the chip into PyTorch: the ``toychip`` device name, device module and RNG.
+
+This is step one of every out-of-tree backend (chapter 08): rename ``PrivateUse1`` to the
+chip's name, generate the ``Tensor.toychip()`` / ``is_toychip`` methods and register a
+*device module* -- the object PyTorch calls for ``torch.toychip.device_count()``,
+``torch.manual_seed`` (via ``manual_seed_all``) and ``torch.compile``'s device checks.
+This module *is* that device module: after ``import toychip``, ``torch.toychip`` is it.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import torch
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+from .spec import DEFAULT_SPEC, ChipSpec
+
+NAME = "toychip"
+
+_spec: ChipSpec = DEFAULT_SPEC
+_rng = np.random.Generator(np.random.PCG64(0))
+
+
+def get_spec() -> ChipSpec:
+    """The spec of the chip currently plugged in (what the simulated clock charges)."""
+    return _spec
+
+
+def set_spec(spec: ChipSpec) -> ChipSpec:
+    """Plug in a different chip spec; returns the previous one."""
+    global _spec
+    previous, _spec = _spec, spec
+    return previous
+
+
+def is_available() -> bool:
+    """The simulated chip is always present."""
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    """Number of addressable chips (``ChipSpec.device_count``)."""
+    return _spec.device_count
+
+
+def current_device() -> int:
+    return 0
+
+
+def synchronize(device=None) -> None:
+    """Wait for queued kernels: the toy chip runs synchronously, so only the index is checked."""
+    check_index(device)
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed the chip's RNG (``torch.manual_seed`` calls this for every custom device)."""
+    global _rng
+    _rng = np.random.Generator(np.random.PCG64(int(seed)))
+
+
+manual_seed = manual_seed_all
+
+
+def rng() -> np.random.Generator:
+    """The chip's random generator, used by ``normal_``/``uniform_`` kernels."""
+    return _rng
+
+
+def check_index(device) -> None:
+    """Raise a clear error if ``device`` names a chip this machine does not have."""
+    if device is None:
+        return
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index is not None and not 0 <= index < _spec.device_count:
+        raise RuntimeError(
+            f"toychip device index {index} is out of range: this machine has "
+            f"{_spec.device_count} toychip device(s) (valid: 0..{_spec.device_count - 1})")
+
+
+def register() -> None:
+    """Rename PrivateUse1 to ``toychip`` and install this module as its device module."""
+    if torch._C._get_privateuse1_backend_name() == NAME:
+        return
+    _setup_privateuseone_for_python_backend(NAME, backend_module=sys.modules[__name__])
+    # The autograd engine would run toychip backward passes on a per-device worker thread
+    # whose shutdown calls the Python device guard after interpreter finalisation and
+    # aborts the process at exit (torch 2.13). Running backward on the calling thread
+    # avoids the thread altogether (it also keeps lazy mode on one thread).
+    torch._C._set_multithreading_enabled(False)

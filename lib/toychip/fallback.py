@@ -1,0 +1,154 @@
+"""The CPU fallback: any ATen op without a chip kernel runs on the host, copies charged.
+
+Registered as a *boxed* fallback for ``PrivateUse1``
+(``torch.library.Library("_", "IMPL").fallback(fn, "PrivateUse1")``): the dispatcher
+calls it with the op and its arguments whenever the op table has no entry. It copies
+chip arguments to the CPU, runs the CPU kernel, copies mutated arguments and results
+back, and counts it -- so ``toychip.coverage()`` can tell a porting engineer which ops
+still need kernels (chapter 08), and ``toychip.strict()`` turns every fallback into an
+error naming the op.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import clock
+from .memory import as_numpy, rebind, wrap
+from .op_table import NATIVE_COUNTS, set_decline_handler
+
+FALLBACK_COUNTS: Counter = Counter()
+_strict = False
+
+
+class FallbackError(NotImplementedError):
+    """Raised in strict mode when an op would fall back to the CPU."""
+
+
+@contextlib.contextmanager
+def strict(enabled: bool = True):
+    """Inside the block, an op without a chip kernel raises :class:`FallbackError`."""
+    global _strict
+    previous, _strict = _strict, enabled
+    try:
+        yield
+    finally:
+        _strict = previous
+
+
+@dataclass
+class Coverage:
+    """Which ATen ops ran on chip kernels and which fell back to the CPU, with counts."""
+
+    native: dict
+    fallback: dict
+
+    @property
+    def native_fraction(self) -> float:
+        """Share of op calls that ran natively."""
+        total = sum(self.native.values()) + sum(self.fallback.values())
+        return sum(self.native.values()) / total if total else 1.0
+
+    def __str__(self) -> str:
+        lines = [f"{'op':<44} {'where':<9} calls"]
+        for name, n in sorted(self.native.items()):
+            lines.append(f"{name:<44} {'chip':<9} {n}")
+        for name, n in sorted(self.fallback.items()):
+            lines.append(f"{name:<44} {'cpu':<9} {n}")
+        lines.append(f"native fraction: {self.native_fraction:.1%}")
+        return "\n".join(lines)
+
+
+def coverage() -> Coverage:
+    """A snapshot of the op counts since import (or the last :func:`reset_coverage`)."""
+    return Coverage(dict(NATIVE_COUNTS), dict(FALLBACK_COUNTS))
+
+
+def reset_coverage() -> None:
+    NATIVE_COUNTS.clear()
+    FALLBACK_COUNTS.clear()
+
+
+def _is_chip(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "toychip"
+
+
+def _to_cpu(value):
+    if _is_chip(value):
+        data = np.asarray(as_numpy(value), order="C")
+        if clock._active:
+            clock.charge_copy("to_cpu", data.nbytes)
+        return torch.from_numpy(data).clone()  # owned by torch: CPU kernels may resize it
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(v) for v in value)
+    if isinstance(value, torch.device) and value.type == "toychip":
+        return torch.device("cpu")
+    return value
+
+
+def _to_chip(value):
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+        if clock._active:
+            clock.charge_copy("to_chip", value.nbytes)
+        return wrap(value.numpy().copy())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_chip(v) for v in value)
+    return value
+
+
+def _write_back(chip: torch.Tensor, cpu: torch.Tensor) -> None:
+    """Copy a mutated CPU argument back into its chip tensor (resizing if the op did)."""
+    if clock._active:
+        clock.charge_copy("to_chip", cpu.nbytes)
+    if tuple(chip.shape) != tuple(cpu.shape):
+        rebind(chip, cpu.numpy().copy())
+    else:
+        np.copyto(as_numpy(chip), cpu.numpy(), casting="unsafe")
+
+
+def _cpu_fallback(op, *args, **kwargs):
+    """Run ``op`` on the CPU: copy in, compute, copy mutated arguments and results back."""
+    name = str(op).removeprefix("aten.")
+    if _strict:
+        raise FallbackError(
+            f"toychip strict mode: aten.{name} has no chip kernel and would fall back to the CPU")
+    FALLBACK_COUNTS[name] += 1
+    cpu_args, cpu_kwargs = _to_cpu(args), {k: _to_cpu(v) for k, v in kwargs.items()}
+    result = op(*cpu_args, **cpu_kwargs)
+    schema = op._schema
+    written = {}  # alias set -> chip tensor written by the op
+    for i, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        chip = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+        cpu = cpu_args[i] if i < len(args) and not arg.kwarg_only else cpu_kwargs.get(arg.name)
+        if _is_chip(chip):
+            _write_back(chip, cpu)
+            written[frozenset(info.before_set)] = chip
+    returns = schema.returns
+    results = result if isinstance(result, tuple) else (result,)
+    out = []
+    for ret, value in zip(returns, results):
+        info = ret.alias_info
+        key = frozenset(info.before_set) if info is not None else None
+        out.append(written[key] if key in written else _to_chip(value))
+    if not returns:
+        return None
+    return tuple(out) if isinstance(result, tuple) else out[0]
+
+
+_LIB = None
+
+
+def register() -> None:
+    """Install the boxed CPU fallback for PrivateUse1 (idempotent)."""
+    global _LIB
+    if _LIB is None:
+        _LIB = torch.library.Library("_", "IMPL")
+        _LIB.fallback(_cpu_fallback, "PrivateUse1")
+        set_decline_handler(_cpu_fallback)

@@ -1,0 +1,442 @@
+"""Lazy mode: record an IR instead of running kernels; compile and run it on demand.
+
+When you write ``c = a + b`` inside ``with toychip.lazy():``, nothing runs: ``c`` is a
+toychip tensor whose storage holds an IR node (``storage._lazy``) instead of a buffer.
+The graph runs ("materialises") only when a value is needed:
+
+* ``.cpu()``, ``.item()``, ``print`` -- any kernel that reads a pending buffer;
+* before a CPU fallback (the fallback reads its inputs);
+* ``toychip.mark_step()`` and the end of the ``with`` block (everything still alive).
+
+At materialisation the pending graph is cut to what live tensors need (dead-code
+removal), turned into an FX graph, scheduled with pointwise fusion and compiled to Python
+(:mod:`toychip.codegen`). The compiled program is cached by the graph's *structure*
+(ops, shapes, dtypes; float scalars are program inputs, as in LTC/XLA), so a repeated
+training step reuses it -- visible as ``lazy_metrics().cache_hits``.
+
+In-place ops on whole tensors (an optimiser's ``p.add_(...)``) are recorded as their
+functional form and the storage is re-pointed at the new node -- functionalisation in
+miniature. Interception is a ``TorchDispatchMode``: it sees every ATen op below autograd,
+forward and backward. Chapter 04 teaches this module.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import operator
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.fx as fx
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import memory
+from .codegen import Program, generate
+from .memory import as_numpy
+from .op_table import OP_TABLE, KernelDeclined, foreach_calls, foreach_element_op
+
+aten = torch.ops.aten
+_create_empty = torch._C._acc.create_empty_tensor
+
+
+class LazyNode:
+    """One IR node: ``target(*args, **kwargs)``; tensor arguments are other nodes.
+
+    ``target`` is an ATen overload, ``operator.getitem`` (one output of a multi-output
+    op), or ``"data"`` for a materialised input (``value`` holds its array, like LTC's
+    DeviceData). ``meta`` is the output as a meta tensor (shape and dtype, no data).
+    """
+
+    __slots__ = ("target", "args", "kwargs", "meta", "value", "__weakref__")
+
+    def __init__(self, target, args=(), kwargs=None, meta=None, value=None):
+        self.target, self.args, self.kwargs = target, args, kwargs or {}
+        self.meta, self.value = meta, value
+
+    def __repr__(self) -> str:
+        return f"LazyNode({self.target})"
+
+
+@dataclass
+class LazyMetrics:
+    """Counters of lazy execution, like ``torch._lazy.metrics``."""
+
+    nodes_recorded: int = 0
+    graphs_executed: int = 0
+    nodes_executed: int = 0
+    dead_nodes_removed: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    last_program: Program | None = field(default=None, repr=False)
+
+
+_metrics = LazyMetrics()
+_pending: list = []              # weakrefs to storages whose value is a pending node
+_recorded_since_sync = 0
+_cache: dict = {}                # graph signature -> Program
+_meta_cache: dict = {}           # (op, input metas, constants) -> output meta
+_data_nodes: dict = {}           # (storage id, view) -> data node, for this pending graph
+
+
+def lazy_metrics() -> LazyMetrics:
+    """A snapshot of the lazy counters."""
+    return dataclasses.replace(_metrics)
+
+
+def reset_lazy_metrics() -> None:
+    global _metrics
+    _metrics = LazyMetrics()
+
+
+def clear_cache() -> None:
+    """Forget compiled graphs (the next step compiles again)."""
+    _cache.clear()
+
+
+# --------------------------------------------------------------------------- recording
+def _signature(value):
+    """Hashable description of an argument for the meta cache."""
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), tuple(value.stride()), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    return value
+
+
+def _to_meta(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_meta(v) for v in value)
+    return value
+
+
+def _output_meta(op, args, kwargs):
+    """Output shape/dtype via the op's meta kernel, memoised (a meta call costs ~300 us)."""
+    key = (op, _signature(args), _signature(tuple(sorted(kwargs.items()))))
+    meta = _meta_cache.get(key)
+    if meta is None:
+        meta = _meta_cache[key] = op(*_to_meta(args), **_to_meta(kwargs))
+    return meta
+
+
+def _ir_value(t: torch.Tensor):
+    """The IR node that stands for tensor ``t`` (a data node if it is materialised)."""
+    storage = t.untyped_storage()
+    node = getattr(storage, "_lazy", None)
+    if node is None:
+        key = (id(storage), tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        node = _data_nodes.get(key)
+        if node is None:
+            array = as_numpy(t)
+            meta = torch.empty(array.shape, dtype=t.dtype, device="meta")
+            node = _data_nodes[key] = LazyNode("data", meta=meta, value=array)
+        return node
+    if (tuple(t.shape) == tuple(node.meta.shape) and t.storage_offset() == 0
+            and t.is_contiguous()):
+        return node
+    return _record_node(aten.as_strided.default,
+                        (node, list(t.shape), list(t.stride()), t.storage_offset()), {},
+                        torch.empty(t.shape, dtype=t.dtype, device="meta"))
+
+
+def _ir_args(value):
+    if isinstance(value, torch.Tensor):
+        return _ir_value(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_ir_args(v) for v in value)
+    return value
+
+
+def _record_node(target, args, kwargs, meta) -> LazyNode:
+    global _recorded_since_sync
+    _metrics.nodes_recorded += 1
+    _recorded_since_sync += 1
+    return LazyNode(target, args, kwargs, meta)
+
+
+def _lazy_tensor(node: LazyNode) -> torch.Tensor:
+    """A toychip tensor whose storage holds ``node`` instead of a buffer."""
+    t = _create_empty(node.meta.shape, node.meta.dtype)
+    storage = t.untyped_storage()
+    storage._lazy = node
+    _pending.append(weakref.ref(storage))
+    return t
+
+
+def _record(op, args, kwargs):
+    """Record ``op`` and return lazy output tensor(s)."""
+    meta = _output_meta(op, args, kwargs)
+    node = _record_node(op, _ir_args(args), _ir_args(kwargs), meta)
+    if isinstance(meta, tuple):
+        return tuple(None if m is None else
+                     _lazy_tensor(_record_node(operator.getitem, (node, i), {}, m))
+                     for i, m in enumerate(meta))
+    return _lazy_tensor(node)
+
+
+def _functional(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
+    """``aten.add_.Tensor`` -> ``aten.add.Tensor``."""
+    packet = getattr(aten, op.__name__.split(".")[0].rstrip("_"))
+    return getattr(packet, op._overloadname)
+
+
+def _owns_storage(t: torch.Tensor) -> bool:
+    """Does ``t`` cover its whole storage (so rebinding the storage rebinds only ``t``)?"""
+    storage = t.untyped_storage()
+    node = getattr(storage, "_lazy", None)
+    size = node.meta.numel() if node is not None else storage._buf.size
+    return t.is_contiguous() and t.storage_offset() == 0 and t.numel() == size
+
+
+def _record_inplace(op, args, kwargs):
+    """``x.add_(y)`` on a whole tensor: record ``add(x, y)`` and re-point x's storage."""
+    self = args[0]
+    functional = _functional(op)
+    meta = _output_meta(functional, args, kwargs)
+    node = _record_node(functional, _ir_args(args), _ir_args(kwargs), meta)
+    if meta.dtype != self.dtype:
+        node = _record_node(aten._to_copy.default, (node,), {"dtype": self.dtype},
+                            meta.to(self.dtype))
+    storage = self.untyped_storage()
+    if hasattr(storage, "_buf"):
+        del storage._buf
+    storage._lazy = node
+    _pending.append(weakref.ref(storage))
+    return self
+
+
+def _is_chip_tensor(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "toychip"
+
+
+def _tensors(args) -> list[torch.Tensor]:
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    return tensors + [t for a in args if isinstance(a, (list, tuple)) for t in a
+                      if isinstance(t, torch.Tensor)]
+
+
+def _all_chip(args) -> bool:
+    tensors = _tensors(args)
+    return bool(tensors) and all(_is_chip_tensor(t) for t in tensors)
+
+
+def _declines(entry, args, kwargs) -> bool:
+    """Would the kernel's adapter refuse these arguments (checked on shapes only)?"""
+    if entry.adapt is None:
+        return False
+    try:
+        entry.adapt(*args, **kwargs)
+    except KernelDeclined:
+        return True
+    return False
+
+
+class LazyMode(TorchDispatchMode):
+    """Records chip ops; everything else (views, copies, fallbacks) runs eagerly.
+
+    ``_foreach_*`` ops (the optimisers' multi-tensor path) are split into per-tensor ops
+    and recorded one by one.
+    """
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        element = foreach_element_op(func)
+        if element is not None and _all_chip(args):
+            results = [self.__torch_dispatch__(element, types, a, k)
+                       for a, k in foreach_calls(func, element, args, kwargs)]
+            return None if not func._schema.returns else results
+        entry = OP_TABLE.get(func)
+        if entry is not None and _all_chip(args) and not _declines(entry, args, kwargs):
+            if not entry.inplace:
+                return _record(func, args, kwargs)
+            if _owns_storage(args[0]):
+                return _record_inplace(func, args, kwargs)
+        if func._schema.is_mutable and any(_is_chip_tensor(t) for t in _tensors(args)):
+            sync()  # an eager write must not be seen by pending reads of the old value
+        return func(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- execution
+def _live_roots() -> list:
+    """Storages still alive whose value is a pending node (dead ones are dropped here)."""
+    roots, seen = [], set()
+    for ref in _pending:
+        storage = ref()
+        if storage is not None and hasattr(storage, "_lazy") and id(storage) not in seen:
+            seen.add(id(storage))
+            roots.append(storage)
+    return roots
+
+
+def _topo(nodes) -> list[LazyNode]:
+    """Nodes reachable from ``nodes``, producers first."""
+    order, seen = [], set()
+
+    def visit(node):
+        stack = [(node, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                order.append(n)
+                continue
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            for a in _flat_nodes((n.args, n.kwargs)):
+                stack.append((a, False))
+
+    for n in nodes:
+        visit(n)
+    return order
+
+
+def _flat_nodes(value):
+    if isinstance(value, LazyNode):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _flat_nodes(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _flat_nodes(v)
+
+
+def _is_lifted_scalar(value) -> bool:
+    """Float constants become program inputs so a new learning rate is no new graph."""
+    return isinstance(value, float) and value not in (0.0, 1.0)
+
+
+def _build_graph(order, outputs):
+    """An FX graph of ATen ops for ``order``; returns (graph, input values, signature)."""
+    graph = fx.Graph()
+    env, inputs, sig = {}, [], []
+
+    def convert(value):
+        if isinstance(value, LazyNode):
+            return env[value]
+        if isinstance(value, (list, tuple)):
+            return type(value)(convert(v) for v in value)
+        if _is_lifted_scalar(value):
+            placeholder = graph.placeholder(f"scalar_{len(inputs)}")
+            inputs.append(value)
+            sig.append("scalar")
+            return placeholder
+        return value
+
+    for node in order:
+        if node.target == "data":
+            env[node] = graph.placeholder(f"data_{len(inputs)}")
+            inputs.append(node.value)
+            sig.append(("data", tuple(node.meta.shape), node.meta.dtype))
+        else:
+            args, kwargs = convert(node.args), {k: convert(v) for k, v in node.kwargs.items()}
+            env[node] = graph.call_function(node.target, args, kwargs)
+            sig.append((node.target, _structure(node.args, order), _structure(node.kwargs, order),
+                        _meta_key(node.meta)))
+        env[node].meta["val"] = node.meta
+    graph.output(tuple(env[n] for n in outputs))
+    sig.append(("out", tuple(order.index(n) for n in outputs)))
+    return graph, inputs, tuple(sig)
+
+
+def _meta_key(meta):
+    if isinstance(meta, tuple):
+        return tuple(_meta_key(m) for m in meta)
+    return None if meta is None else (tuple(meta.shape), meta.dtype)
+
+
+def _structure(value, order):
+    if isinstance(value, LazyNode):
+        return ("node", order.index(value))
+    if isinstance(value, (list, tuple)):
+        return tuple(_structure(v, order) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _structure(v, order)) for k, v in sorted(value.items()))
+    if _is_lifted_scalar(value):
+        return "scalar"
+    return value
+
+
+def sync() -> None:
+    """Materialise every live pending tensor: cut, compile (or reuse), run, store."""
+    global _recorded_since_sync
+    roots = _live_roots()
+    _pending.clear()
+    _data_nodes.clear()
+    if not roots:
+        _recorded_since_sync = 0
+        return
+    outputs = [s._lazy for s in roots]
+    order = _topo(outputs)
+    graph, inputs, signature = _build_graph(order, outputs)
+    program = _cache.get(signature)
+    if program is None:
+        _metrics.cache_misses += 1
+        program = _cache[signature] = generate(fx.GraphModule(torch.nn.Module(), graph),
+                                               f"lazy_graph_{len(_cache)}")
+    else:
+        _metrics.cache_hits += 1
+    results = program.fn(*inputs)
+    for storage, result in zip(roots, results):
+        storage._buf = np.asarray(result, order="C").reshape(-1)
+        del storage._lazy
+    executed = sum(n.target != "data" for n in order)
+    _metrics.graphs_executed += 1
+    _metrics.nodes_executed += executed
+    _metrics.dead_nodes_removed += max(_recorded_since_sync - executed, 0)
+    _metrics.last_program = program
+    _recorded_since_sync = 0
+
+
+def mark_step() -> None:
+    """End of a training step: run everything recorded so far (``torch._lazy.mark_step``)."""
+    sync()
+
+
+@contextlib.contextmanager
+def lazy():
+    """Record chip ops inside the block; materialise what is left when it ends."""
+    with LazyMode():
+        yield
+    sync()
+
+
+def pending_ir(tensors=None) -> list[LazyNode]:
+    """The pending IR reachable from ``tensors`` (default: all live pending tensors)."""
+    if tensors is None:
+        outputs = [s._lazy for s in _live_roots()]
+    else:
+        outputs = [t.untyped_storage()._lazy for t in tensors
+                   if hasattr(t.untyped_storage(), "_lazy")]
+    return _topo(outputs)
+
+
+def dump_ir(tensors=None) -> str:
+    """The pending IR as text, one node a line (like ``torch._lazy.debug.dump_ir``)."""
+    order = pending_ir(tensors)
+    index = {id(n): i for i, n in enumerate(order)}
+
+    def show(value):
+        if isinstance(value, LazyNode):
+            return f"%{index[id(value)]}"
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(show(v) for v in value) + "]"
+        return repr(value)
+
+    lines = []
+    for i, node in enumerate(order):
+        meta = node.meta if not isinstance(node.meta, tuple) else node.meta[0]
+        shape = f"{str(meta.dtype).removeprefix('torch.')}{list(meta.shape)}"
+        if node.target == "data":
+            lines.append(f"%{i} = device_data() : {shape}")
+            continue
+        args = [show(a) for a in node.args] + [f"{k}={show(v)}" for k, v in node.kwargs.items()]
+        lines.append(f"%{i} = {node.target}({', '.join(args)}) : {shape}")
+    return "\n".join(lines)
+
+
+memory.set_materializer(lambda storage: sync())

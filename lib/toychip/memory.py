@@ -1,0 +1,150 @@
+"""Device memory: NumPy buffers owned by the tensor's *storage*, and views that alias them.
+
+A toychip tensor is an ordinary ``torch.Tensor`` on ``toychip:0`` whose storage carries
+the chip's memory as a flat NumPy array in ``storage._buf``. Views (``view``, ``t()``,
+slicing) are new tensors over the *same* storage object with other sizes/strides/offset,
+so writing through a view writes the base, exactly as on a real device::
+
+    buf = t.untyped_storage()._buf             # flat chip memory
+    t[i, j] == buf[offset + i*stride0 + j*stride1]
+
+Why the storage and not the tensor: autograd saves C++ shallow copies of tensors, which
+drop Python attributes; the storage object is shared by all of them.
+
+Used in chapter 08 (a device allocator) and chapter 04 (a lazy storage has ``_lazy``
+instead of ``_buf`` until it is materialised).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+# torch dtype <-> NumPy dtype for the dtypes the chip supports.
+NUMPY_DTYPE = {
+    torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64),
+    torch.int64: np.dtype(np.int64),
+    torch.int32: np.dtype(np.int32),
+    torch.bool: np.dtype(np.bool_),
+}
+TORCH_DTYPE = {v: k for k, v in NUMPY_DTYPE.items()}
+
+_create_empty = torch._C._acc.create_empty_tensor
+_META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset
+_np_as_strided = np.lib.stride_tricks.as_strided
+
+
+class DeviceMismatchError(RuntimeError):
+    """A CPU tensor reached a chip kernel (the op mixed toychip and CPU tensors)."""
+
+
+# Set by :mod:`toychip.lazy`: called with a storage whose data is still a pending graph.
+_materializer = None
+
+
+def set_materializer(fn) -> None:
+    """Install the function that turns a lazy storage into a real buffer (chapter 04)."""
+    global _materializer
+    _materializer = fn
+
+
+def check_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype for ``dtype``, or a clear error if the chip has no such type."""
+    try:
+        return NUMPY_DTYPE[dtype]
+    except KeyError:
+        names = ", ".join(str(d) for d in NUMPY_DTYPE)
+        raise TypeError(f"toychip does not support dtype {dtype}; supported dtypes: {names}") from None
+
+
+def wrap(array) -> torch.Tensor:
+    """A new toychip tensor owning ``array`` (copied to C order only if it is not already)."""
+    array = np.asarray(array, order="C")
+    try:
+        dtype = TORCH_DTYPE[array.dtype]
+    except KeyError:
+        raise TypeError(f"toychip kernel produced unsupported dtype {array.dtype}") from None
+    t = _create_empty(array.shape, dtype)
+    t.untyped_storage()._buf = array.reshape(-1)
+    return t
+
+
+def storage_nelems(size, stride) -> int:
+    """Elements a storage needs to hold a tensor of ``size``/``stride`` at offset 0."""
+    if any(s == 0 for s in size):
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(size, stride))
+
+
+def allocate(size, stride, dtype: torch.dtype) -> torch.Tensor:
+    """``empty_strided`` on the chip: a fresh buffer, then a view with the asked strides."""
+    np_dtype = check_dtype(dtype)
+    size, stride = list(size), list(stride)
+    if stride == contiguous_strides(size):
+        t = _create_empty(size, dtype)
+        t.untyped_storage()._buf = np.empty(storage_nelems(size, stride), np_dtype)
+        return t
+    base = wrap(np.empty(storage_nelems(size, stride), np_dtype))
+    return alias(base, size, stride, 0)
+
+
+def contiguous_strides(size) -> list[int]:
+    """Row-major strides of ``size`` (the strides ``torch.empty(size)`` would get)."""
+    strides, acc = [], 1
+    for s in reversed(size):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return strides[::-1]
+
+
+def alias(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
+    """A view of ``t``'s storage with new metadata; no data moves (``as_strided``).
+
+    The metadata is set by the Meta kernel of ``aten.set_``, which only rewrites
+    sizes/strides/offset and the storage pointer; the storage object, and so the NumPy
+    buffer, is shared.
+    """
+    out = _create_empty([0], t.dtype)
+    _set_storage.redispatch(_META_KEYS, out, t.untyped_storage(), offset, size, stride)
+    return out
+
+
+def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
+    """Point ``t`` (in place) at a fresh buffer holding ``array``: ``resize_`` and ``out=`` results."""
+    array = np.asarray(array, order="C")
+    storage = t.untyped_storage()
+    storage._buf = array.reshape(-1)
+    _set_storage.redispatch(_META_KEYS, t, storage, 0, array.shape, contiguous_strides(array.shape))
+    return t
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    """The NumPy view of a toychip tensor: its storage buffer seen with its strides.
+
+    Hot path of every eager kernel, so the common case (contiguous) is three C calls.
+    """
+    try:
+        buf = t.untyped_storage()._buf
+    except AttributeError:
+        return _as_numpy_slow(t)
+    if t.is_contiguous():
+        off = t.storage_offset()
+        return buf[off:off + t.numel()].reshape(t.shape)
+    size = buf.itemsize
+    return _np_as_strided(buf[t.storage_offset():], t.shape, [s * size for s in t.stride()])
+
+
+def _as_numpy_slow(t: torch.Tensor) -> np.ndarray:
+    """Storage without a buffer: a lazy value to materialise, or a CPU tensor."""
+    if t.device.type == "cpu":
+        if t.dim() == 0:  # CPU scalars may mix with device tensors, as on CUDA
+            return t.numpy()
+        raise DeviceMismatchError(
+            f"expected all tensors on toychip, but got a CPU tensor of shape {tuple(t.shape)}; "
+            "move it with .to('toychip') (or the other one with .cpu())")
+    storage = t.untyped_storage()
+    if hasattr(storage, "_lazy") and _materializer is not None:
+        _materializer(storage)
+        return as_numpy(t)
+    raise RuntimeError(f"toychip tensor on {t.device} has no device buffer")

@@ -1,0 +1,443 @@
+"""The op mapping: which ATen op runs which chip kernel, registered for ``PrivateUse1``.
+
+This is the heart of porting a chip (chapter 08) and what the dispatcher calls
+(chapter 07). :data:`OP_TABLE` maps an ATen overload to a kernel of
+:mod:`toychip.kernels`; ``register()`` installs an eager wrapper for each one with
+``torch.library.Library("aten", "IMPL").impl(op, fn, "PrivateUse1")``, plus the memory
+ops every device needs (``empty_strided``, ``_copy_from``, views, ``fill_`` ...).
+The lazy executor and the compiler call the same entries on NumPy arrays
+(:meth:`OpEntry.run`), so all three modes share one kernel library.
+
+``torch._C._dispatch_dump("aten::relu")`` then shows a ``PrivateUse1`` kernel
+registered from this file.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import clock, device
+from .device import check_index
+from .kernels import KERNELS, Kernel
+from .memory import NUMPY_DTYPE, DeviceMismatchError, alias, allocate, as_numpy, check_dtype, \
+    contiguous_strides, wrap
+
+aten = torch.ops.aten
+Tensor = torch.Tensor
+
+# How many times each ATen op ran on a chip kernel (read by toychip.coverage()).
+NATIVE_COUNTS: Counter = Counter()
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    """One row of the op table: an ATen op served by a chip kernel.
+
+    ``adapt(*args, **kwargs) -> (args, kwargs)`` reorders ATen's arguments into the
+    kernel's when they differ (``None``: same order); ``inplace`` marks ``add_``-style
+    variants that write their result into argument 0.
+    """
+
+    op: torch._ops.OpOverload
+    kernel: Kernel
+    adapt: Callable | None = None
+    inplace: bool = False
+
+    def run(self, *args, **kwargs):
+        """Run the kernel on NumPy arguments (the lazy executor and compiled code call this)."""
+        if self.adapt is not None:
+            out = kwargs.pop("out", None)
+            args, kwargs = self.adapt(*args, **kwargs)
+            if out is not None:
+                kwargs["out"] = out
+        return self.kernel.fn(*args, **kwargs)
+
+
+class KernelDeclined(NotImplementedError):
+    """An adapter refuses these arguments (e.g. a grouped conv); eager mode falls back."""
+
+
+# Set by toychip.fallback: runs a declined op on the CPU, ``(op, *args, **kwargs)``.
+_decline_handler = None
+
+
+def set_decline_handler(fn) -> None:
+    global _decline_handler
+    _decline_handler = fn
+
+
+def _drop_memory_format(a, memory_format=None):
+    return (a,), {}
+
+
+def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed or groups != 1 or x.ndim != 4:
+        raise KernelDeclined("toychip conv2d kernel supports 2-D, groups=1, not transposed")
+    return (x, w, b, stride, padding, dilation), {}
+
+
+def _convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transposed,
+                          output_padding, groups, output_mask):
+    _convolution(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
+    return (g, x, w, stride, padding, dilation), {}
+
+
+def conv_supported(node_args) -> bool:
+    """Whether a ``convolution`` call (FX args) fits the chip's conv2d kernel."""
+    x = node_args[0]
+    transposed, groups = node_args[6], node_args[8]
+    return not transposed and groups == 1 and x.meta["val"].dim() == 4
+
+
+# ATen overload -> (kernel name, adapter). Every pointwise op also gets its in-place
+# variant (``add_.Tensor``) registered automatically when ATen has one.
+_COMPUTE_OPS = {
+    "add.Tensor": "add", "add.Scalar": "add", "sub.Tensor": "sub", "sub.Scalar": "sub",
+    "rsub.Tensor": "rsub", "rsub.Scalar": "rsub", "mul.Tensor": "mul", "mul.Scalar": "mul",
+    "div.Tensor": "div", "div.Scalar": "div", "div.Tensor_mode": "div", "neg.default": "neg",
+    "exp.default": "exp", "log.default": "log", "sqrt.default": "sqrt", "rsqrt.default": "rsqrt",
+    "reciprocal.default": "reciprocal", "abs.default": "abs", "pow.Tensor_Scalar": "pow",
+    "pow.Scalar": "pow", "pow.Tensor_Tensor": "pow", "tanh.default": "tanh", "sigmoid.default": "sigmoid",
+    "silu.default": "silu", "relu.default": "relu", "maximum.default": "maximum",
+    "minimum.default": "minimum", "clamp.default": "clamp", "where.self": "where",
+    "eq.Tensor": "eq", "eq.Scalar": "eq", "ne.Tensor": "ne", "ne.Scalar": "ne",
+    "lt.Tensor": "lt", "lt.Scalar": "lt", "le.Tensor": "le", "le.Scalar": "le",
+    "gt.Tensor": "gt", "gt.Scalar": "gt", "ge.Tensor": "ge", "ge.Scalar": "ge",
+    "logical_not.default": "logical_not", "threshold_backward.default": "threshold_backward",
+    "sigmoid_backward.default": "sigmoid_backward", "tanh_backward.default": "tanh_backward",
+    "lerp.Scalar": "lerp", "lerp.Tensor": "lerp", "addcmul.default": "addcmul",
+    "addcdiv.default": "addcdiv",
+    "clone.default": ("clone", _drop_memory_format),
+    "mm.default": "mm", "bmm.default": "bmm", "addmm.default": "addmm",
+    "sum.default": "sum", "sum.dim_IntList": "sum", "mean.default": "mean", "mean.dim": "mean",
+    "amax.default": "amax", "argmax.default": "argmax",
+    "_log_softmax.default": "log_softmax", "_softmax.default": "softmax",
+    "_log_softmax_backward_data.default": "log_softmax_backward",
+    "_softmax_backward_data.default": "softmax_backward",
+    "nll_loss_forward.default": "nll_loss", "nll_loss_backward.default": "nll_loss_backward",
+    "mse_loss.default": "mse_loss", "mse_loss_backward.default": "mse_loss_backward",
+    "convolution.default": ("conv2d", _convolution),
+    "convolution_backward.default": ("conv2d_backward", _convolution_backward),
+}
+
+
+def _overload(qualified: str) -> torch._ops.OpOverload:
+    name, overload = qualified.split(".")
+    return getattr(getattr(aten, name), overload)
+
+
+def _np_dtype(dtype, default=None) -> np.dtype:
+    """Arguments reach kernels with NumPy dtypes already (see ``_arg``); ``None`` -> default."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    return default if default is not None else NUMPY_DTYPE[torch.get_default_dtype()]
+
+
+def _factory(*args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """Factories: drop the placement kwargs, keep the dtype."""
+    return args, {"dtype": _np_dtype(dtype)}
+
+
+def _full_like(a, fill_value, dtype=None, layout=None, device=None, pin_memory=None,
+               memory_format=None):
+    return (a.shape, fill_value), {"dtype": _np_dtype(dtype, a.dtype)}
+
+
+def _scalar_tensor(s, dtype=None, layout=None, device=None, pin_memory=None):
+    return ((), s), {"dtype": _np_dtype(dtype)}
+
+
+def _empty_permuted(size, physical_layout, dtype=None, layout=None, device=None, pin_memory=None):
+    return (size,), {"dtype": _np_dtype(dtype)}
+
+
+def _to_copy(a, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    return (a, _np_dtype(dtype, a.dtype)), {}
+
+
+def _t(a):
+    return (a,), {"dim0": 0, "dim1": a.ndim - 1}
+
+
+# Ops that only appear in graphs (compiled or lazy): views and factories on NumPy arrays.
+_GRAPH_OPS = {
+    "view.default": "reshape", "_unsafe_view.default": "reshape", "reshape.default": "reshape",
+    "permute.default": "permute", "transpose.int": "transpose", "t.default": ("transpose", _t),
+    "expand.default": "expand", "unsqueeze.default": "unsqueeze", "squeeze.dims": "squeeze",
+    "squeeze.dim": "squeeze", "squeeze.default": "squeeze", "slice.Tensor": "slice",
+    "select.int": "select", "alias.default": "alias", "detach.default": "alias",
+    "as_strided.default": "as_strided",
+    "full.default": ("full", _factory), "full_like.default": ("full", _full_like),
+    "scalar_tensor.default": ("full", _scalar_tensor),
+    "empty.memory_format": ("empty", _factory), "empty_permuted.default": ("empty", _empty_permuted),
+    "_to_copy.default": ("cast", _to_copy), "lift_fresh_copy.default": "clone",
+    "gather.default": "gather", "scatter.value": "scatter", "copy.default": "copy",
+    "copy_.default": "copy_",
+}
+
+
+def _build_table(spec: dict, with_inplace: bool) -> dict:
+    table = {}
+    for qualified, target in spec.items():
+        kernel_name, adapt = target if isinstance(target, tuple) else (target, None)
+        kern = KERNELS[kernel_name]
+        op = _overload(qualified)
+        table[op] = OpEntry(op, kern, adapt)
+        name, overload = qualified.split(".")
+        packet = getattr(aten, name + "_", None)
+        if with_inplace and kern.kind == "pointwise" and packet is not None \
+                and overload in packet.overloads():
+            inplace = getattr(packet, overload)
+            table[inplace] = OpEntry(inplace, kern, adapt, inplace=True)
+    return table
+
+
+# Registered for PrivateUse1 (eager) and used by graphs.
+OP_TABLE: dict[torch._ops.OpOverload, OpEntry] = _build_table(_COMPUTE_OPS, with_inplace=True)
+# Everything a compiled or lazy graph may run on the chip.
+GRAPH_TABLE: dict[torch._ops.OpOverload, OpEntry] = {
+    **OP_TABLE, **_build_table(_GRAPH_OPS, with_inplace=False)}
+
+
+# ``_foreach_add_.List`` -> ``add_.Tensor``: the per-tensor overload of each foreach overload.
+_FOREACH_ELEMENT = {"List": "Tensor", "Scalar": "Scalar", "ScalarList": "Scalar",
+                    "Tensor": "Tensor", "ScalarAndTensor": "Scalar", "default": "default"}
+
+
+def foreach_element_op(func):
+    """The per-tensor op of a ``_foreach_*`` op, or ``None``."""
+    name = func.__name__.split(".")[0]
+    if not name.startswith("_foreach_"):
+        return None
+    packet = getattr(aten, name.removeprefix("_foreach_"), None)
+    if packet is None:
+        return None
+    for overload in (_FOREACH_ELEMENT.get(func._overloadname), "default"):
+        if overload in packet.overloads():
+            return getattr(packet, overload)
+    return None
+
+
+def foreach_calls(func, element, args, kwargs):
+    """The per-tensor (args, kwargs) of a foreach call, mapped onto ``element``'s schema.
+
+    A foreach op is a loop over a table op: ``for i: element(self[i], other[i], ...)``.
+    Lists may hold tensors or FX nodes alike (the compiler expands graphs with this too).
+    """
+    outer, inner = func._schema.arguments, element._schema.arguments
+    count = next(len(a) for a, o in zip(args, outer) if isinstance(o.type, torch.ListType))
+    for i in range(count):
+        pos, kw = [], dict(kwargs)
+        for value, outer_arg, inner_arg in zip(args, outer, inner):
+            if isinstance(outer_arg.type, torch.ListType):
+                value = value[i]
+            if inner_arg.kwarg_only:
+                kw[inner_arg.name] = value
+            else:
+                pos.append(value)
+        yield tuple(pos), kw
+
+
+# --------------------------------------------------------------------------- eager wrappers
+def _arg(a):
+    """Tensor -> its NumPy view; lists of tensors likewise; anything else unchanged."""
+    if isinstance(a, Tensor):
+        return as_numpy(a)
+    if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
+        return [as_numpy(x) for x in a]
+    if isinstance(a, torch.dtype):
+        return NUMPY_DTYPE[a]
+    return a
+
+
+def _promoted(result: np.ndarray, args) -> np.ndarray:
+    """Cast a pointwise result to PyTorch's result dtype where NumPy's promotion differs."""
+    tensors = [a for a in args[:2] if isinstance(a, (Tensor, int, float, bool))]
+    dtype = torch.result_type(*tensors) if len(tensors) == 2 else args[0].dtype
+    if not dtype.is_floating_point and result.dtype.kind == "f":
+        dtype = torch.get_default_dtype()
+    return result.astype(NUMPY_DTYPE[dtype], copy=False)
+
+
+def _eager(entry: OpEntry) -> Callable:
+    """The PrivateUse1 kernel for one table row: unwrap, run, charge, wrap.
+
+    Kept flat on purpose: this closure runs for every eager op (the <= 15 us budget).
+    """
+    name = str(entry.op).removeprefix("aten.")
+    fn, flops, kind, adapt, inplace = entry.kernel.fn, entry.kernel.flops, entry.kernel.kind, \
+        entry.adapt, entry.inplace
+    promotes = kind == "pointwise"  # pointwise results follow PyTorch's type promotion
+
+    def run(*args, **kwargs):
+        try:
+            arrays = [_arg(a) for a in args]
+            kw = {k: _arg(v) for k, v in kwargs.items()} if kwargs else kwargs
+        except DeviceMismatchError as e:
+            raise DeviceMismatchError(f"aten.{name}: {e}") from None
+        if adapt is not None:
+            try:
+                arrays, kw = adapt(*arrays, **kw)
+            except KernelDeclined:
+                return _decline_handler(entry.op, *args, **kwargs)
+        NATIVE_COUNTS[name] += 1
+        if inplace:
+            result = fn(*arrays, out=arrays[0], **kw)
+        else:
+            result = fn(*arrays, **kw)
+        if clock._active:
+            outs = result if isinstance(result, tuple) else (result,)
+            clock.charge_kernel(name, clock.array_bytes(arrays) + clock.array_bytes(outs), flops(arrays, outs))
+        if inplace:
+            return args[0]
+        if isinstance(result, tuple):
+            return tuple(wrap(r) for r in result)
+        if promotes and result.dtype != arrays[0].dtype and result.dtype.kind != "b":
+            result = _promoted(result, args)
+        return wrap(result)
+
+    return run
+
+
+# --------------------------------------------------------------------------- memory ops
+def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
+                         memory_format=None):
+    check_index(device)
+    return allocate(size, contiguous_strides(size), dtype or torch.get_default_dtype())
+
+
+def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    check_index(device)
+    return allocate(size, stride, dtype or torch.get_default_dtype())
+
+
+def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
+    """Every ``.to()``/``.cpu()``/``copy_`` touching the chip lands here: H2D, D2H or D2D."""
+    if dst.device.type == "cpu":
+        data = as_numpy(src)
+        dst.copy_(torch.from_numpy(np.asarray(data, order="C")))
+        if clock._active:
+            clock.charge_copy("to_cpu", data.nbytes)
+        return dst
+    target = as_numpy(dst)
+    if src.device.type == "cpu":
+        check_dtype(src.dtype)
+        data = src.numpy(force=True)
+        if clock._active:
+            clock.charge_copy("to_chip", data.nbytes)
+    else:
+        data = as_numpy(src)
+        if clock._active:
+            clock.charge_kernel("copy_", data.nbytes + target.nbytes, 0)
+    np.copyto(target, data, casting="unsafe")
+    NATIVE_COUNTS["_copy_from"] += 1
+    return dst
+
+
+def _as_strided(t, size, stride, storage_offset=None):
+    return alias(t, size, stride, t.storage_offset() if storage_offset is None else storage_offset)
+
+
+def _view(t, size):
+    if t.is_contiguous():
+        size = _infer_size(size, t.numel())
+        return alias(t, size, contiguous_strides(size), t.storage_offset())
+    meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta").view(size)
+    return alias(t, meta.shape, meta.stride(), t.storage_offset())
+
+
+def _infer_size(size, numel: int) -> list[int]:
+    size = list(size)
+    if -1 in size:
+        known = int(np.prod([s for s in size if s != -1]))
+        size[size.index(-1)] = numel // known if known else 0
+    if int(np.prod(size)) != numel:
+        raise RuntimeError(f"shape '{size}' is invalid for input of size {numel}")
+    return size
+
+
+def _reshape_alias(t, size, stride):
+    return alias(t, size, stride, t.storage_offset())
+
+
+def _local_scalar_dense(t):
+    value = as_numpy(t).item()
+    if clock._active:
+        clock.charge_copy("to_cpu", t.element_size())
+    return value
+
+
+def _fill(t, value):
+    target = as_numpy(t)
+    target[...] = as_numpy(value) if isinstance(value, Tensor) else value
+    if clock._active:
+        clock.charge_kernel("fill_", target.nbytes, 0)
+    return t
+
+
+def _zero(t):
+    return _fill(t, 0)
+
+
+def _normal(t, mean=0.0, std=1.0, *, generator=None):
+    target = as_numpy(t)
+    target[...] = device.rng().normal(mean, std, target.shape)
+    if clock._active:
+        clock.charge_kernel("normal_", target.nbytes, target.size)
+    return t
+
+
+def _uniform(t, low=0.0, high=1.0, *, generator=None):
+    target = as_numpy(t)
+    target[...] = device.rng().uniform(low, high, target.shape)
+    if clock._active:
+        clock.charge_kernel("uniform_", target.nbytes, target.size)
+    return t
+
+
+def _counted(name: str, fn: Callable) -> Callable:
+    def run(*args, **kwargs):
+        NATIVE_COUNTS[name] += 1
+        return fn(*args, **kwargs)
+    run.__name__ = name
+    return run
+
+
+# Device-memory and metadata ops every backend provides (not kernels of the library).
+MEMORY_OPS = {
+    "empty.memory_format": _empty_memory_format, "empty_strided": _empty_strided,
+    "as_strided": _as_strided, "view": _view, "_reshape_alias": _reshape_alias,
+    "_local_scalar_dense": _local_scalar_dense, "fill_.Scalar": _fill, "fill_.Tensor": _fill,
+    "zero_": _zero, "normal_": _normal, "uniform_": _uniform,
+}
+
+_LIB = None
+
+
+def register() -> None:
+    """Install every table row and memory op as a PrivateUse1 kernel (idempotent)."""
+    global _LIB
+    if _LIB is not None:
+        return
+    _LIB = torch.library.Library("aten", "IMPL")
+    _LIB.impl("_copy_from", _copy_from, "PrivateUse1")
+    for name, fn in MEMORY_OPS.items():
+        counted = fn if name.startswith("empty") else _counted(name, fn)
+        _LIB.impl(name, counted, "PrivateUse1")
+    for op, entry in OP_TABLE.items():
+        _LIB.impl(op, _eager(entry), "PrivateUse1")
+
+
+def ops_table() -> str:
+    """A learner-facing listing: ATen op -> chip kernel (kind), one line each (chapter 08)."""
+    lines = [f"{'ATen op':<40} {'chip kernel':<22} kind"]
+    for op, entry in sorted(OP_TABLE.items(), key=lambda kv: str(kv[0])):
+        lines.append(f"{str(op):<40} {entry.kernel.name:<22} {entry.kernel.kind}")
+    for name in MEMORY_OPS:
+        lines.append(f"{'aten.' + name:<40} {'(memory op)':<22} memory")
+    return "\n".join(lines)

@@ -1,0 +1,47 @@
+"""The chip's data sheet: the numbers the performance model charges time with.
+
+A real vendor publishes launch latency, memory bandwidth, peak compute and host-link
+bandwidth; the toy chip's simulated clock (:mod:`toychip.clock`) turns every kernel
+launch and every host<->device copy into microseconds with exactly these numbers, so a
+program's simulated time depends only on what it runs, never on the machine it runs on.
+
+Used in chapter 08 (porting: what a chip spec is) and by every exercise graded on speed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    """A roofline chip: one kernel costs ``launch + max(bytes / bandwidth, flops / peak)``.
+
+    Fields are in the units the formula wants, so the cost functions stay one line:
+
+    * ``launch_us``: fixed cost of every kernel launch (driver + scheduling); this is
+      what fusion saves.
+    * ``mem_bytes_per_us``: device memory bandwidth (1 GB/s = 1e3 bytes/us).
+    * ``flops_per_us``: peak arithmetic throughput (1 GFLOP/s = 1e3 flop/us).
+    * ``copy_us`` / ``link_bytes_per_us``: fixed cost and bandwidth of one host<->device
+      copy over the host link (PCIe-like); this is what a CPU fallback pays twice.
+    * ``device_count``: how many chips ``toychip:N`` may address.
+    """
+
+    name: str = "toychip-v1"
+    launch_us: float = 5.0
+    mem_bytes_per_us: float = 200e3      # 200 GB/s
+    flops_per_us: float = 10e6           # 10 TFLOP/s
+    copy_us: float = 10.0
+    link_bytes_per_us: float = 16e3      # 16 GB/s
+    device_count: int = 1
+
+    def kernel_us(self, nbytes: int, flops: int) -> float:
+        """Simulated time of one kernel that moves ``nbytes`` and computes ``flops``."""
+        return self.launch_us + max(nbytes / self.mem_bytes_per_us, flops / self.flops_per_us)
+
+    def copy_us_for(self, nbytes: int) -> float:
+        """Simulated time of one host<->device copy of ``nbytes``."""
+        return self.copy_us + nbytes / self.link_bytes_per_us
+
+
+DEFAULT_SPEC = ChipSpec()

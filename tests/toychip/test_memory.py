@@ -1,0 +1,41 @@
+"""Do views alias the chip's memory, and do in-place ops write through them?"""
+import numpy as np
+import torch
+
+from toychip.memory import as_numpy
+
+
+def test_view_shares_the_storage_buffer(chip_pair):
+    _, chip = chip_pair
+    view = chip.view(20)
+    assert view.untyped_storage()._buf is chip.untyped_storage()._buf
+
+
+def test_write_through_a_slice_changes_the_base(chip_pair):
+    cpu, chip = chip_pair
+    chip[1:3, 2:].fill_(9.0)
+    cpu[1:3, 2:].fill_(9.0)
+    assert torch.equal(chip.cpu(), cpu)
+
+
+def test_transpose_view_and_inplace_add(chip_pair):
+    cpu, chip = chip_pair
+    chip.t().add_(1.0)
+    cpu.t().add_(1.0)
+    assert torch.equal(chip.cpu(), cpu)
+    assert torch.equal(chip.t().contiguous().cpu(), cpu.t().contiguous())
+
+
+def test_as_numpy_respects_strides(chip_pair):
+    cpu, chip = chip_pair
+    np.testing.assert_array_equal(as_numpy(chip.t()), cpu.t().numpy())
+    np.testing.assert_array_equal(as_numpy(chip[:, 1]), cpu[:, 1].numpy())
+
+
+def test_inplace_ops_on_views_match_cpu(chip_pair):
+    cpu, chip = chip_pair
+    for t in (cpu, chip):
+        t[0].mul_(2.0)
+        t[:, 0].zero_()
+        t.relu_()
+    assert torch.equal(chip.cpu(), cpu)

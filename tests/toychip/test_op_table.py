@@ -1,0 +1,45 @@
+"""Does each ATen op run on its chip kernel with CPU results, and refuse mixed devices?"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import toychip
+
+UNARY = [torch.relu, torch.exp, torch.tanh, torch.sigmoid, torch.neg, torch.abs, F.silu,
+         lambda t: t.sum(dim=1), lambda t: t.mean(), lambda t: t.amax(dim=0),
+         lambda t: F.log_softmax(t, dim=1), lambda t: F.softmax(t, dim=0),
+         lambda t: t.clamp(-0.5, 0.5), lambda t: t.pow(2), lambda t: t @ t.t()]
+
+
+@pytest.mark.parametrize("fn", UNARY)
+def test_unary_and_reduction_kernels_match_cpu(chip_pair, fn):
+    cpu, chip = chip_pair
+    torch.testing.assert_close(fn(chip).cpu(), fn(cpu))
+
+
+def test_binary_kernels_broadcast_and_promote(chip_pair):
+    cpu, chip = chip_pair
+    row_c, row = cpu[0], chip[0]
+    torch.testing.assert_close((chip * row - 1.5).cpu(), cpu * row_c - 1.5)
+    ints = torch.arange(5)
+    assert (chip + ints.to("toychip")).dtype == torch.float32
+    assert (ints.to("toychip") / 2).dtype == torch.float32
+    assert (chip > 0).dtype == torch.bool
+
+
+def test_cpu_scalar_tensor_may_mix(chip_pair):
+    cpu, chip = chip_pair
+    torch.testing.assert_close((chip * torch.tensor(2.0)).cpu(), cpu * 2.0)
+
+
+def test_mixing_devices_names_the_op(chip_pair):
+    cpu, chip = chip_pair
+    with pytest.raises(RuntimeError, match=r"aten\.add\.Tensor: expected all tensors on toychip"):
+        chip + cpu
+
+
+def test_ops_table_lists_kernels():
+    listing = toychip.ops_table()
+    assert "aten.addmm.default" in listing
+    assert "aten.relu_.default" in listing   # in-place variants come for free
+    assert "memory" in listing
