@@ -31,10 +31,9 @@ class ExerciseFailed(AssertionError):
         return [str(self)]
 
 
-def _learner_namespace() -> dict:
-    """Globals of the notebook (or script) that called ``check``."""
-    frame = sys._getframe(2)
-    return frame.f_globals
+def _learner_namespace(depth: int) -> dict:
+    """Globals of the notebook (or script) that called ``check``, ``depth`` frames up."""
+    return sys._getframe(depth + 1).f_globals
 
 
 def _record(result: ExerciseResult) -> None:
@@ -44,11 +43,11 @@ def _record(result: ExerciseResult) -> None:
             results.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
 
 
-def check(exercise_id: str) -> None:
+def check(exercise_id: str, _caller_depth: int = 1) -> None:
     """Check the learner's answer to ``exercise_id``; hidden cases run when grading."""
     exercise = REGISTRY.get(exercise_id)
     grading = os.environ.get(MODE_VARIABLE) == "grade"
-    function = _learner_namespace().get(exercise.function)
+    function = _learner_namespace(_caller_depth).get(exercise.function)
     if not callable(function):
         result = ExerciseResult(exercise.id, exercise.title, exercise.points,
                                 error=f"没有找到函数 {exercise.function}：请先运行上面的答案单元格。")

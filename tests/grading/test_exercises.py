@@ -5,7 +5,7 @@ from grader.exercise import REGISTRY
 from grader.run import run_exercise
 
 import grader.exercises  # noqa: F401  (registers the exercises)
-from wrong_ch03 import WRONG_ANSWERS
+from wrong_answers import WRONG_ANSWERS
 
 SEEDS = [0, 1, 2]
 
