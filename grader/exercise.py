@@ -1,10 +1,17 @@
 """How an exercise is declared: cases, a reference, an artifact and a comparison.
 
-The split mirrors where code runs. ``produce`` calls a learner's function and turns its
-result into an *artifact* (plain data: names, counts, tensors). ``compare`` judges an
-artifact against the reference's, and ``performance`` compares a metric of the two.
-Only ``produce`` ever touches learner code, so it is the one piece that can later run
-in an isolated process while ``compare`` stays on the trusted side.
+The split mirrors where code runs:
+
+- ``Case.build()`` makes the inputs (trusted side); they must be picklable, because they
+  are shipped to the sandbox that runs learner code.
+- ``produce(function, built)`` calls a function (the learner's, in the sandbox; the
+  reference's, on the trusted side) and returns an *artifact*: plain data only — None,
+  bool, int, float, str, lists/tuples, dicts with str keys, plain ``torch.Tensor``s.
+  Anything else (custom classes, tensor subclasses, objects with a custom ``__eq__``)
+  is refused when it crosses back.
+- ``analyze(artifact, built)`` (trusted side, optional) turns an artifact into facts,
+  e.g. decodes a serialised graph and runs it on the case's inputs.
+- ``compare(expected_facts, got_facts)`` judges; ``performance`` compares a metric.
 """
 from __future__ import annotations
 
@@ -54,6 +61,11 @@ class PerformanceGoal:
                        expected=f"≤ {self.max_ratio * target:g}", got=f"{value:g}")
 
 
+def keep_artifact(artifact: Any, built: dict) -> Any:
+    """The default ``analyze``: the artifact already is the fact to compare."""
+    return artifact
+
+
 @dataclass(frozen=True)
 class Exercise:
     """Everything the grader knows about one exercise, declared once."""
@@ -69,6 +81,7 @@ class Exercise:
     compare: Callable[[Any, Any], Verdict]
     hint: str = ""
     performance: PerformanceGoal | None = None
+    analyze: Callable[[Any, dict], Any] = keep_artifact
 
     @property
     def chapter(self) -> str:

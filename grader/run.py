@@ -25,9 +25,9 @@ def run_exercise(exercise: Exercise, function: Callable, *, include_hidden: bool
     if include_hidden:
         cases += [(case, True) for case in exercise.hidden_cases(random.Random(seed))]
     for case, hidden in cases:
-        expected = exercise.produce(exercise.reference, case.build())
+        expected = exercise.analyze(exercise.produce(exercise.reference, case.build()), case.build())
         try:
-            got = exercise.produce(function, case.build())
+            got = exercise.analyze(exercise.produce(function, case.build()), case.build())
         except NotImplementedError:
             result.error = f"函数 {exercise.function} 还没有实现（抛出了 NotImplementedError）。"
             return result
