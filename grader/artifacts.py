@@ -11,6 +11,7 @@ import torch
 import torch.fx as fx
 
 from .exercise import PASS, Verdict
+from .graph_codec import GraphCodecError, decode, encode
 
 MAX_SHOWN = 300  # characters of expected/got shown in feedback
 
@@ -41,17 +42,30 @@ def node_label(node: fx.Node, gm: fx.GraphModule) -> str:
 
 
 def graph_pass_artifact(function: Callable, built: dict) -> dict:
-    """Run a graph pass on ``built["module"]``; record its nodes and outputs on ``built["inputs"]``."""
+    """Sandbox side: run a graph pass on ``built["module"]`` and serialise the graph it returns."""
     result = function(built["module"])
     if not isinstance(result, fx.GraphModule):
         return {"error": f"函数应返回 torch.fx.GraphModule，实际返回了 {type(result).__name__}。"}
     try:
-        result.graph.lint()
+        return {"graph": encode(result)}
+    except GraphCodecError as error:
+        return {"error": f"返回的图无法评分：{error}（图中只能调用 torch 的函数、Tensor 方法和 torch.nn 的层）。"}
+
+
+def graph_facts(artifact: dict, built: dict) -> dict:
+    """Trusted side: rebuild the graph from its serialised form, list its nodes, run it."""
+    if "error" in artifact:
+        return artifact
+    try:
+        gm = decode(artifact["graph"])
+    except GraphCodecError as error:
+        return {"error": f"返回的图不合法，无法重建：{error}"}
+    try:
+        with torch.no_grad():
+            outputs = gm(*built["inputs"])
     except Exception as error:
-        return {"error": f"返回的图不合法（graph.lint() 失败）：{error}"}
-    with torch.no_grad():
-        outputs = result(*built["inputs"])
-    return {"nodes": [node_label(n, result) for n in result.graph.nodes], "outputs": outputs}
+        return {"error": f"在用例输入上运行返回的图时出错：{type(error).__name__}: {error}"}
+    return {"nodes": [node_label(n, gm) for n in gm.graph.nodes], "outputs": outputs}
 
 
 def artifact_error(got: Any) -> Verdict | None:

@@ -13,11 +13,12 @@ import os
 import random
 import sys
 
-from . import exercises  # noqa: F401  (registers every chapter's exercises)
-from .exercise import REGISTRY
+from .exercises import load as load_exercises
 from .feedback import format_result
 from .results import ExerciseResult
 from .run import run_exercise
+
+REGISTRY = load_exercises()
 
 MODE_VARIABLE = "COURSE_GRADER_MODE"
 SEED_VARIABLE = "COURSE_GRADER_SEED"

@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 from .course import autograde_course, build_course
+from .confinement import Limits
 from .errors import GraderError
-from .execute import execute_notebook
+from .harness import SOLUTIONS_DIR
+from .harness import grade_file
 from .results import ExerciseResult
 
 
@@ -23,20 +25,23 @@ def _table(results: list[ExerciseResult]) -> str:
     return "\n".join(rows)
 
 
+def _limits(args) -> Limits:
+    return Limits(cell_timeout_s=args.timeout, task_timeout_s=args.timeout,
+                  protected_paths=(str(SOLUTIONS_DIR),))
+
+
 def cmd_check(args) -> int:
-    results = execute_notebook(args.notebook, seed=args.seed, timeout=args.timeout)
-    print(_table(results))
-    return 0 if all(r.passed for r in results) else 1
+    submission = grade_file(args.notebook, seed=args.seed, limits=_limits(args))
+    print(_table(submission.exercises))
+    for note in submission.notes:
+        print(f"note: {note}")
+    return 0 if all(r.passed for r in submission.exercises) else 1
 
 
 def cmd_grade(args) -> int:
-    results = execute_notebook(args.submission, seed=args.seed, timeout=args.timeout)
-    report = {
-        "submission": str(args.submission),
-        "points": sum(r.points for r in results),
-        "max_points": sum(r.max_points for r in results),
-        "exercises": [r.to_json() for r in results],
-    }
+    submission = grade_file(args.submission, seed=args.seed, limits=_limits(args))
+    results = submission.exercises
+    report = {"submission": str(args.submission), **submission.to_json()}
     text = json.dumps(report, ensure_ascii=False, indent=2)
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
@@ -70,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--json", metavar="OUT.json", help="write points, max points, pass/fail and reason per exercise")
     for sub in (check, grade):
         sub.add_argument("--seed", type=int, help="seed of the hidden cases (default: random)")
-        sub.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell (default 300)")
+        sub.add_argument("--timeout", type=float, default=60, help="seconds allowed per cell and per case (default 60)")
         sub.set_defaults(handler=cmd_check if sub is check else cmd_grade)
 
     release = commands.add_parser("release", help="build an nbgrader course directory and generate the releases")

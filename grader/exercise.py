@@ -15,11 +15,21 @@ The split mirrors where code runs:
 """
 from __future__ import annotations
 
+import importlib
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .errors import UnknownExercise
+
+
+def resolve(name: str):
+    """``"package.module:attribute"`` → the object it names."""
+    module_name, _, qualname = name.partition(":")
+    value = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ class Exercise:
     id: str                      # "03.remove_dropout": chapter, dot, name
     title: str                   # Chinese, shown in feedback
     function: str                # the name the learner defines in the answer cell
-    reference: Callable
+    reference: str               # "solutions.ch03_fx:count_ops", imported on the trusted side only
     points: int
     public_cases: Callable[[], list[Case]]
     hidden_cases: Callable[[random.Random], list[Case]]
@@ -86,6 +96,19 @@ class Exercise:
     @property
     def chapter(self) -> str:
         return self.id.split(".", 1)[0]
+
+    @property
+    def reference_function(self) -> Callable:
+        """The reference implementation (the sandbox cannot import it: it is hidden there)."""
+        return resolve(self.reference)
+
+    @property
+    def produce_name(self) -> str:
+        """Where the sandbox finds ``produce``: it must be a module-level function."""
+        name = f"{self.produce.__module__}:{self.produce.__qualname__}"
+        if "<" in name:
+            raise ValueError(f"{self.id}: produce must be a module-level function, not {name}")
+        return name
 
 
 @dataclass

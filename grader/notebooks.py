@@ -17,7 +17,10 @@ from pathlib import Path
 import nbformat
 
 from .errors import GraderError
-from .exercise import REGISTRY, Exercise
+from .exercise import Exercise
+from .exercises import load as load_exercises
+
+REGISTRY = load_exercises()
 
 ANSWER_PREFIX, CHECK_PREFIX = "answer-", "check-"
 
@@ -88,7 +91,7 @@ def _solution_source(stub: str, exercise: Exercise) -> str:
     lines = stub.rstrip().splitlines()
     if not lines or not lines[-1].strip().startswith("raise NotImplementedError"):
         raise GraderError(f"answer cell of {exercise.id} must end with 'raise NotImplementedError(...)'")
-    return "\n".join(lines[:-1] + ["    ### BEGIN SOLUTION", reference_body(exercise.reference),
+    return "\n".join(lines[:-1] + ["    ### BEGIN SOLUTION", reference_body(exercise.reference_function),
                                    "    ### END SOLUTION"])
 
 

@@ -25,7 +25,7 @@ def run_exercise(exercise: Exercise, function: Callable, *, include_hidden: bool
     if include_hidden:
         cases += [(case, True) for case in exercise.hidden_cases(random.Random(seed))]
     for case, hidden in cases:
-        expected = exercise.analyze(exercise.produce(exercise.reference, case.build()), case.build())
+        expected = exercise.analyze(exercise.produce(exercise.reference_function, case.build()), case.build())
         try:
             got = exercise.analyze(exercise.produce(function, case.build()), case.build())
         except NotImplementedError:

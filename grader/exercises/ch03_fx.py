@@ -8,10 +8,8 @@ import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from course_models import fx_models as models
-from solutions import ch03_fx as reference
-
-from ..artifacts import (artifact_error, compare_equal, compare_outputs, graph_pass_artifact,
-                         seeded_build, short)
+from ..artifacts import (artifact_error, compare_equal, compare_outputs, graph_facts,
+                         graph_pass_artifact, seeded_build, short)
 from ..exercise import PASS, REGISTRY, Case, Exercise, PerformanceGoal, Verdict
 
 RELU_SPELLINGS = ["torch.relu", "F.relu", "nn.ReLU", "Tensor.relu", "torch.tanh"]
@@ -45,7 +43,7 @@ def _compare_census(expected, got) -> Verdict:
 
 REGISTRY.add(Exercise(
     id="03.op_census", title="算子普查 (op census)", function="count_ops",
-    reference=reference.count_ops, points=2,
+    reference="solutions.ch03_fx:count_ops", points=2,
     public_cases=lambda: [
         Case("SeedModel", seeded_build(0, lambda: _traced(models.SeedModel(), torch.randn(2, 10))),
              "种子文档中的 Linear-ReLU-Linear 模型"),
@@ -75,7 +73,7 @@ def _compare_rewrite(expected, got, *, forbidden: set[str], what: str) -> Verdic
 
 REGISTRY.add(Exercise(
     id="03.relu_to_gelu", title="ReLU → GELU 改写", function="relu_to_gelu",
-    reference=reference.relu_to_gelu, points=2,
+    reference="solutions.ch03_fx:relu_to_gelu", points=2,
     public_cases=lambda: [
         Case("SeedModel", seeded_build(0, lambda: _traced(models.SeedModel(), torch.randn(4, 10))),
              "种子文档中的模型（torch.relu）"),
@@ -83,7 +81,7 @@ REGISTRY.add(Exercise(
              "torch.relu、F.relu、nn.ReLU 和 Tensor.relu 四种写法"),
     ],
     hidden_cases=lambda rng: [_random_mlp_case(rng, RELU_SPELLINGS, False, i) for i in range(3)],
-    produce=graph_pass_artifact,
+    produce=graph_pass_artifact, analyze=graph_facts,
     compare=lambda e, g: _compare_rewrite(e, g, forbidden=RELU_LABELS, what="ReLU"),
     hint="ReLU 在 FX 图里有三种 op：call_function（torch.relu、F.relu）、call_method（x.relu()）和 call_module（nn.ReLU）。",
 ))
@@ -95,7 +93,7 @@ DROPOUT_LABELS = {"dropout", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "
 
 REGISTRY.add(Exercise(
     id="03.remove_dropout", title="推理时删除 Dropout", function="remove_dropout",
-    reference=reference.remove_dropout, points=2,
+    reference="solutions.ch03_fx:remove_dropout", points=2,
     public_cases=lambda: [
         Case("ModelWithDropout(eval)", seeded_build(0, lambda: _traced(models.ModelWithDropout(), torch.randn(4, 10))),
              "eval 模式下追踪：F.dropout(training=False) 也留在图里"),
@@ -103,7 +101,7 @@ REGISTRY.add(Exercise(
              "train 模式下追踪：dropout 会随机置零，必须删掉"),
     ],
     hidden_cases=lambda rng: [_random_mlp_case(rng, DROPOUT_SPELLINGS, True, i) for i in range(3)],
-    produce=graph_pass_artifact,
+    produce=graph_pass_artifact, analyze=graph_facts,
     compare=lambda e, g: _compare_rewrite(e, g, forbidden=DROPOUT_LABELS, what="Dropout"),
     hint="Dropout 既可能是 nn.Dropout 模块（call_module），也可能是 F.dropout 函数（call_function）；"
          "删除前先 node.replace_all_uses_with(node.args[0])。",
@@ -131,7 +129,7 @@ def _compare_folding(expected, got) -> Verdict:
 
 REGISTRY.add(Exercise(
     id="03.fold_conv_bn", title="Conv2d + BatchNorm2d 折叠", function="fold_conv_bn",
-    reference=reference.fold_conv_bn, points=3,
+    reference="solutions.ch03_fx:fold_conv_bn", points=3,
     public_cases=lambda: [
         _conv_bn_case("ConvBNNet", 0, models.ConvBNNet, description="两对可折叠的 Conv+BN（一个 conv 没有 bias）和一个池化后的 BN"),
         _conv_bn_case("SharedConvOutput", 1, models.SharedConvOutput, shape=(2, 3, 6, 6),
@@ -141,7 +139,7 @@ REGISTRY.add(Exercise(
         _conv_bn_case(f"hidden-{i}", rng.randrange(10**6), lambda c=rng.choice([2, 5, 8]): models.ConvBNNet(c))
         for i in range(3)
     ],
-    produce=graph_pass_artifact, compare=_compare_folding,
+    produce=graph_pass_artifact, analyze=graph_facts, compare=_compare_folding,
     performance=PerformanceGoal(lambda artifact: len(artifact["nodes"]), 1.0,
                                 "折叠后的节点数不应多于参考实现"),
     hint="s = gamma / sqrt(running_var + eps)；新权重 w * s（按输出通道），新偏置 (b - mean) * s + beta；"
@@ -192,7 +190,7 @@ def _groups_artifact(function, built) -> dict:
 
 REGISTRY.add(Exercise(
     id="03.fusion_groups", title="逐点算子融合分组 (fusion groups)", function="find_fusion_groups",
-    reference=reference.find_fusion_groups, points=3,
+    reference="solutions.ch03_fx:find_fusion_groups", points=3,
     public_cases=lambda: [
         _aten_case("pointwise_chains", models.pointwise_chains, "被 matmul 和多次使用的值切开的逐点链"),
         _aten_case("single_chain", lambda x, y: torch.relu((x + 1) * 2 - 0.5), "一条完整的逐点链"),

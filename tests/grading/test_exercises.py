@@ -1,11 +1,11 @@
 """Every reference passes its checks; every plausible wrong answer is rejected."""
 import pytest
 
-from grader.exercise import REGISTRY
+from grader.exercises import load
 from grader.run import run_exercise
-
-import grader.exercises  # noqa: F401  (registers the exercises)
 from wrong_answers import WRONG_ANSWERS
+
+REGISTRY = load()
 
 SEEDS = [0, 1, 2]
 
@@ -14,7 +14,7 @@ SEEDS = [0, 1, 2]
 @pytest.mark.parametrize("seed", SEEDS)
 def test_reference_passes_public_and_hidden_cases(exercise_id, seed):
     exercise = REGISTRY.get(exercise_id)
-    result = run_exercise(exercise, exercise.reference, include_hidden=True, seed=seed)
+    result = run_exercise(exercise, exercise.reference_function, include_hidden=True, seed=seed)
     assert result.passed, result.reason
     assert any(c.hidden for c in result.cases) and any(not c.hidden for c in result.cases)
 

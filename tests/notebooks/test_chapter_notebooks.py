@@ -6,9 +6,11 @@ import nbclient
 import nbformat
 import pytest
 
-from grader.exercise import REGISTRY
+from grader.exercises import load
 from grader.notebooks import ANSWER_PREFIX, CHECK_PREFIX, check_cells, exercise_id, grade_id, read_notebook
 from notebook_builders import CHAPTER_03, NOTEBOOKS, write_filled
+
+REGISTRY = load()
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("*.ipynb"))
 REQUIRED_NBGRADER_KEYS = {"schema_version", "grade", "solution", "locked", "grade_id"}
@@ -53,7 +55,7 @@ def test_chapter_03_declares_every_chapter_03_exercise_with_matching_stubs():
             exercise = REGISTRY.get(exercise_id(grade_id(cell)))
             stub = ast.parse(cell.source).body[0]
             assert stub.name == exercise.function
-            assert [a.arg for a in stub.args.args] == list(inspect.signature(exercise.reference).parameters)
+            assert [a.arg for a in stub.args.args] == list(inspect.signature(exercise.reference_function).parameters)
 
 
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)

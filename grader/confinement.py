@@ -1,0 +1,101 @@
+"""OS-level limits for the sandbox process, applied between fork and exec.
+
+Always: its own session (so the whole process group can be killed), resource limits on
+CPU time, address space, file size and open files. When running as root on Linux, also:
+no network (a fresh network namespace), the protected folders (reference solutions,
+course secrets) hidden under empty read-only tmpfs mounts, and a throw-away uid so the
+process limit applies and no other sandbox's files are readable.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import sys
+from dataclasses import dataclass, field
+
+CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets for one sandbox process (seconds and bytes)."""
+
+    cell_timeout_s: float = 120.0
+    task_timeout_s: float = 60.0
+    cpu_seconds: int = 900
+    memory_bytes: int = 6 * 2**30
+    file_bytes: int = 512 * 2**20
+    max_processes: int = 64
+    protected_paths: tuple[str, ...] = field(default_factory=tuple)
+
+
+def strong_isolation_available() -> bool:
+    """Namespaces, hidden folders and a separate uid need root on Linux."""
+    return sys.platform.startswith("linux") and os.geteuid() == 0
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def interpreter_passage() -> tuple[str, str] | None:
+    """(closed folder, its child on the way to Python), e.g. ("/root", "/root/.pyenv").
+
+    A home folder of mode 700 holding the interpreter would stop the throw-away uid from
+    starting Python; inside the sandbox's mount namespace that folder is replaced by an
+    empty one through which only the interpreter's subtree is visible.
+    """
+    for real in {os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)}:
+        parts = real.split(os.sep)
+        for depth in range(2, len(parts)):
+            folder = os.sep.join(parts[:depth])
+            if not os.stat(folder).st_mode & 0o001:
+                return folder, os.sep.join(parts[:depth + 1])
+    return None
+
+
+def _mount(libc, source: str, target: str, fstype, flags: int, data=None) -> None:
+    _check(libc.mount(source.encode(), target.encode(), fstype, flags, data), f"mount {target}")
+
+
+def _isolate_filesystem(libc, hidden, staging: str | None) -> None:
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+    _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)
+    for path in hidden:
+        if os.path.isdir(path):
+            _mount(libc, "tmpfs", path, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, b"size=4k")
+    passage = interpreter_passage()
+    if passage is not None and staging is not None:
+        closed, child = passage
+        _mount(libc, child, staging, None, MS_BIND | MS_REC)
+        _mount(libc, "tmpfs", closed, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k,mode=711")
+        os.mkdir(child)
+        _mount(libc, staging, child, None, MS_BIND | MS_REC)
+
+
+def confine(limits: Limits, uid: int | None, staging: str | None = None):
+    """A ``preexec_fn`` that applies ``limits`` (and, as root, namespaces and ``uid``;
+    ``staging`` is an empty folder used to re-expose the interpreter)."""
+    def apply() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if uid is not None:
+            _isolate_filesystem(_libc(), limits.protected_paths, staging)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            # Counts the throw-away uid's threads and processes only (never set for a
+            # shared uid: a desktop user's own processes would count against it).
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+    return apply

@@ -1,0 +1,206 @@
+"""The trusted side's driver of the sandbox: deadlines, kills, restarts, safe read-back.
+
+A submission's cells and tasks run in one sandbox process. If a step overruns its
+deadline or takes the process down (an endless loop that swallows interrupts,
+``os._exit``, exhausted memory), the process group is killed, the step is blamed, and
+a fresh process runs what is left — skipping a blamed cell, failing a blamed task — so
+one bad exercise never costs the others their points.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .confinement import Limits, confine, strong_isolation_available
+from .graph_codec import pack
+from .plain_data import NotPlainData, loads
+
+OUTPUT_TAIL_BYTES = 4000
+SANDBOX_UID_BASE = 61000
+
+
+@dataclass
+class Task:
+    """Call ``function`` (a name the cells define) through ``produce`` on ``built``."""
+
+    id: int
+    function: str
+    produce: str  # "module:qualname" of the produce function
+    built: dict
+
+
+@dataclass
+class TaskOutcome:
+    payload: dict | None = None  # what the sandbox wrote, already checked to be plain data
+    failure: str | None = None   # why there is no payload (Chinese, for feedback)
+
+
+@dataclass
+class SandboxReport:
+    outcomes: dict[int, TaskOutcome]
+    cell_errors: dict[int, str] = field(default_factory=dict)
+    skipped_cells: dict[int, str] = field(default_factory=dict)
+    isolation: str = ""
+    output_tail: str = ""
+
+
+def _clean_environment(home: Path) -> dict:
+    keep = ("PATH", "LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update(HOME=str(home), MPLCONFIGDIR=str(home / ".mpl"), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=str(home / ".inductor"))
+    return env
+
+
+class _Attempt:
+    """One sandbox process and its progress stream."""
+
+    def __init__(self, work: Path, request: dict, limits: Limits, uid: int | None):
+        self.work = work
+        torch.save(request, work / "request.pt")
+        home = work / "home"
+        home.mkdir(exist_ok=True)
+        if uid is not None:
+            for path in (work, home, work / "request.pt"):
+                os.chown(path, uid, uid)
+        staging = work.parent / f"staging-{work.name}"
+        staging.mkdir()
+        read_fd, write_fd = os.pipe()
+        self.output = open(work.parent / f"output-{work.name}.txt", "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "grader.sandbox", str(work), str(write_fd)],
+            pass_fds=(write_fd,), cwd=home, env=_clean_environment(home),
+            stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
+            preexec_fn=confine(limits, uid, str(staging)))
+        os.close(write_fd)
+        self.reader = os.fdopen(read_fd, "rb", buffering=0)
+        self.buffer = b""
+
+    def next_event(self, deadline: float) -> dict | None:
+        """The next progress event, or None at the deadline or when the process ended."""
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # learner code may scribble on the pipe
+                if isinstance(event, dict):
+                    return event
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.reader], [], [], remaining)[0]:
+                return None
+            chunk = self.reader.read(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+
+    def watch(self, limits: Limits, task_ids: set[int], report: "SandboxReport"):
+        """Follow progress until every task is done, a deadline passes or the process
+        ends; returns (done task ids, the step running when it stopped)."""
+        current, done = None, set()
+        deadline = time.monotonic() + limits.cell_timeout_s
+        while not done >= task_ids:
+            event = self.next_event(deadline)
+            if event is None or event.get("step") == "finished":
+                break
+            step, state, identifier = event.get("step"), event.get("state"), event.get("id")
+            if state == "start":
+                current = (step, identifier)
+                budget = limits.cell_timeout_s if step == "cell" else limits.task_timeout_s
+                deadline = time.monotonic() + budget
+            elif state == "done":
+                if step == "cell" and event.get("error"):
+                    report.cell_errors[identifier] = str(event["error"])[:500]
+                elif step == "task":
+                    done.add(identifier)
+                current = None
+        return done, current
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        self.reader.close()
+        self.output.close()
+
+    def exit_description(self) -> str:
+        code = self.process.poll()
+        if code is None:
+            return "仍在运行"
+        if code < 0:
+            return f"被信号 {signal.Signals(-code).name} 终止"
+        return f"以退出码 {code} 结束"
+
+
+def _read_payload(path: Path) -> TaskOutcome:
+    if not path.is_file():
+        return TaskOutcome(failure="沙箱没有写出这个用例的结果。")
+    try:
+        payload = loads(path.read_bytes())
+    except NotPlainData as error:
+        return TaskOutcome(failure=f"返回值不是允许的普通数据（{error}）。")
+    if type(payload) is not dict:
+        return TaskOutcome(failure="沙箱写出的结果格式不对。")
+    return TaskOutcome(payload=payload)
+
+
+def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limits = Limits()) -> SandboxReport:
+    """Run ``cells`` then ``tasks`` in confined processes; every task gets an outcome."""
+    strong = strong_isolation_available()
+    report = SandboxReport(outcomes={}, isolation=(
+        "process group, rlimits, network namespace, hidden folders, separate uid" if strong
+        else "process group and rlimits only (not root: no namespaces)"))
+    remaining = list(tasks)
+    scratch = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
+    os.chmod(scratch, 0o711)
+    try:
+        attempt_number = 0
+        while remaining:
+            attempt_number += 1
+            work = scratch / f"attempt-{attempt_number}"
+            work.mkdir(mode=0o700)
+            uid = SANDBOX_UID_BASE + (os.getpid() * 7 + attempt_number) % 4000 if strong else None
+            request = {"cells": [(i, s) for i, s in cells if i not in report.skipped_cells],
+                       "tasks": [{**vars(t), "built": pack(t.built)} for t in remaining]}
+            attempt = _Attempt(work, request, limits, uid)
+            done_tasks, current = attempt.watch(limits, {t.id for t in remaining}, report)
+            finished = done_tasks >= {t.id for t in remaining}
+            timed_out = not finished and attempt.process.poll() is None
+            attempt.kill()
+            report.output_tail = (work.parent / f"output-{work.name}.txt").read_bytes()[-OUTPUT_TAIL_BYTES:].decode(errors="replace")
+            for task in list(remaining):
+                if task.id in done_tasks:
+                    report.outcomes[task.id] = _read_payload(work / f"task-{task.id}.pt")
+                    remaining.remove(task)
+            if finished or not remaining:
+                break
+            how = "超时" if timed_out else f"导致沙箱进程{attempt.exit_description()}"
+            if current is None:
+                for task in remaining:
+                    report.outcomes[task.id] = TaskOutcome(failure=f"沙箱进程在运行你的代码时{how}。")
+                break
+            kind, identifier = current
+            if kind == "cell":
+                report.skipped_cells[identifier] = how
+            else:
+                report.outcomes[identifier] = TaskOutcome(failure=f"你的函数在这个用例上{how}"
+                                                          f"（时限 {limits.task_timeout_s:g} 秒）。")
+                remaining = [t for t in remaining if t.id != identifier]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return report

@@ -1,0 +1,80 @@
+"""Run a submission inside the sandbox: its code cells in order, then one task per case.
+
+The trusted side writes ``request.pt`` (cells, tasks with their inputs) into the work
+folder and reads back one ``task-N.pt`` per task plus progress lines on a pipe. Both
+are only *claims*: the trusted side enforces the deadlines and re-checks every artifact.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+from ..exercise import resolve
+from ..graph_codec import unpack
+from ..plain_data import NotPlainData, dumps
+
+
+def _describe(error: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<")]
+    where = f"（第 {frames[-1].lineno} 行：{frames[-1].line}）" if frames and frames[-1].line else ""
+    return f"{type(error).__name__}: {error}"[:500] + where
+
+
+class Progress:
+    """Line-delimited JSON events on the pipe the trusted side listens to."""
+
+    def __init__(self, fd: int):
+        self.stream = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+
+    def __call__(self, **event) -> None:
+        self.stream.write(json.dumps(event) + "\n")
+        self.stream.flush()
+
+
+def _shell():
+    """An IPython shell, so cells with magics and display() run as in Jupyter."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.instance()
+
+
+def main(workdir: str, progress_fd: int) -> None:
+    work = Path(workdir)
+    report = Progress(progress_fd)
+    request = torch.load(work / "request.pt", weights_only=False)  # written by the trusted side
+    shell = _shell()
+    for index, source in request["cells"]:
+        report(step="cell", id=index, state="start")
+        result = shell.run_cell(source, store_history=False, silent=False)
+        error = result.error_in_exec or result.error_before_exec
+        report(step="cell", id=index, state="done", error=None if error is None else _describe(error))
+    namespace = shell.user_ns
+    for task in request["tasks"]:
+        report(step="task", id=task["id"], state="start")
+        function = namespace.get(task["function"])
+        if not callable(function):
+            payload = {"error": "missing"}
+        else:
+            try:
+                payload = {"artifact": resolve(task["produce"])(function, unpack(task["built"]))}
+            except NotImplementedError:
+                payload = {"error": "not_implemented"}
+            except BaseException as error:  # learner code may raise SystemExit, KeyboardInterrupt, ...
+                payload = {"error": "raised", "detail": _describe(error)}
+        try:
+            data = dumps(payload)
+        except NotPlainData as error:
+            data = dumps({"error": "not_plain", "detail": str(error)})
+        (work / f"task-{task['id']}.pt").write_bytes(data)
+        report(step="task", id=task["id"], state="done")
+    report(step="finished")
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: learner atexit hooks must not run after the tasks
