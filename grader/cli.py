@@ -6,7 +6,9 @@ import json
 import sys
 from pathlib import Path
 
+from .batch import summary_table
 from .course import autograde_course, build_course
+from .reports import write_gradescope, write_junit
 from .confinement import Limits
 from .errors import GraderError
 from .harness import SOLUTIONS_DIR
@@ -45,12 +47,17 @@ def cmd_grade(args) -> int:
     text = json.dumps(report, ensure_ascii=False, indent=2)
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
+    record = {"student": Path(args.submission).stem, "assignment": "submission", "status": "graded", **report}
+    if args.junit:
+        write_junit([record], args.junit)
+    if args.gradescope:
+        write_gradescope(record, args.gradescope)
     print(_table(results))
     return 0
 
 
 def cmd_release(args) -> int:
-    assignments = build_course(args.outdir, timeout=args.timeout)
+    assignments = build_course(args.outdir)
     print(f"course directory: {Path(args.outdir).resolve()}")
     for name in assignments:
         print(f"  released {name}: {Path(args.outdir) / 'release' / name}")
@@ -58,9 +65,11 @@ def cmd_release(args) -> int:
 
 
 def cmd_autograde(args) -> int:
-    csv_path = autograde_course(args.course_dir)
-    print(csv_path.read_text(encoding="utf-8").strip())
-    print(f"grades written to {csv_path}")
+    statuses = autograde_course(args.course_dir, jobs=args.jobs)
+    print(summary_table(statuses))
+    root = Path(args.course_dir)
+    print(f"gradebook: {root / 'gradebook.db'}; grades: {root / 'grades.csv'}; "
+          f"records: {root / 'harness'}; reports: {root / 'reports'}")
     return 0
 
 
@@ -73,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade = commands.add_parser("grade", help="score one submission headless")
     grade.add_argument("submission")
     grade.add_argument("--json", metavar="OUT.json", help="write points, max points, pass/fail and reason per exercise")
+    grade.add_argument("--junit", metavar="OUT.xml", help="also write a JUnit XML report")
+    grade.add_argument("--gradescope", metavar="results.json", help="also write Gradescope's results.json")
     for sub in (check, grade):
         sub.add_argument("--seed", type=int, help="seed of the hidden cases (default: random)")
         sub.add_argument("--timeout", type=float, default=60, help="seconds allowed per cell and per case (default 60)")
@@ -80,11 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     release = commands.add_parser("release", help="build an nbgrader course directory and generate the releases")
     release.add_argument("outdir")
-    release.add_argument("--timeout", type=int, default=300, help="nbgrader's per-cell timeout when autograding")
     release.set_defaults(handler=cmd_release)
 
     autograde = commands.add_parser("autograde", help="nbgrader autograde, feedback and CSV export of the collected submissions")
     autograde.add_argument("course_dir")
+    autograde.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
     autograde.set_defaults(handler=cmd_autograde)
     return parser
 

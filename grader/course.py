@@ -2,15 +2,17 @@
 
 Layout of a course directory (nbgrader's own)::
 
-    nbgrader_config.py    written here: hidden cases on, the course's secret seed
+    nbgrader_config.py    written here: autograde through the isolated harness
     .grader_seed          the secret seed of the hidden cases (keep it out of releases)
     source/ch03/03_fx.ipynb      notebooks/ with reference solutions injected
     release/ch03/03_fx.ipynb     nbgrader generate_assignment: no solutions
     submitted/<student>/ch03/03_fx.ipynb   collected by the instructor
-    autograded/, feedback/, gradebook.db, grades.csv
+    harness/<assignment>/<student>/<notebook>.json   the isolated harness's records
+    autograded/, feedback/, gradebook.db, grades.csv, reports/ (JUnit, Gradescope)
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -19,26 +21,31 @@ from pathlib import Path
 
 import nbformat
 
+from .batch import Job, JobStatus, run_jobs, statuses_json
 from .errors import GraderError
+from .harness import SOLUTIONS_DIR, graded_exercises
+from .nbgrader_bridge import course_seed, results_path
 from .notebooks import check_cells, inject_solutions, read_notebook, strip_outputs
+from .reports import write_gradescope, write_junit
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
 CONFIG_TEMPLATE = '''\
 """nbgrader configuration written by `python -m grader release`."""
-import os
 from pathlib import Path
 
+from grader.nbgrader_bridge import autograde_preprocessors
+
 c = get_config()  # noqa: F821 (provided by nbgrader)
-c.CourseDirectory.root = str(Path(__file__).resolve().parent)
+root = Path(__file__).resolve().parent
+c.CourseDirectory.root = str(root)
 c.CourseDirectory.course_id = "pytorch-compiler-course"
-c.Execute.timeout = {timeout}
 # Deleted check cells are put back, so removing one cannot dodge its points.
 c.OverwriteCells.add_missing_cells = True
-
-# Check cells run the hidden cases when grading; the seed is this course's secret.
-os.environ["COURSE_GRADER_MODE"] = "grade"
-os.environ["COURSE_GRADER_SEED"] = (Path(__file__).resolve().parent / ".grader_seed").read_text().strip()
+# Submissions never run next to the tests: the isolated harness grades them and
+# IsolatedGrading writes its verdicts into the check cells in place of Execute.
+c.Autograde.autograde_preprocessors = autograde_preprocessors()
+c.IsolatedGrading.course_root = str(root)
 '''
 
 
@@ -69,17 +76,18 @@ def run_nbgrader(course_dir: Path, *arguments: str) -> subprocess.CompletedProce
     env = {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", "")}
     done = subprocess.run([sys.executable, "-m", "nbgrader", *arguments], cwd=course_dir,
                           capture_output=True, text=True, check=False, env=env)
-    if done.returncode != 0:
+    # nbgrader logs a broken config file and goes on with its defaults: treat that as fatal.
+    if done.returncode != 0 or "Exception while loading config file" in done.stderr:
         log = (done.stderr or done.stdout).strip().splitlines()[-15:]
         raise GraderError(f"nbgrader {' '.join(arguments)} failed:\n" + "\n".join(log))
     return done
 
 
-def build_course(course_dir, notebooks: list[Path] | None = None, *, timeout: int = 300) -> list[str]:
+def build_course(course_dir, notebooks: list[Path] | None = None) -> list[str]:
     """Write the course directory with injected sources and generate the releases."""
     course_dir = Path(course_dir)
     course_dir.mkdir(parents=True, exist_ok=True)
-    (course_dir / "nbgrader_config.py").write_text(CONFIG_TEMPLATE.format(timeout=timeout), encoding="utf-8")
+    (course_dir / "nbgrader_config.py").write_text(CONFIG_TEMPLATE, encoding="utf-8")
     seed_file = course_dir / ".grader_seed"
     if not seed_file.exists():
         seed_file.write_text(str(secrets.randbelow(2**31)), encoding="utf-8")
@@ -97,20 +105,61 @@ def build_course(course_dir, notebooks: list[Path] | None = None, *, timeout: in
     return assignments
 
 
-def submitted_assignments(course_dir: Path) -> list[str]:
-    return sorted({p.parent.name for p in course_dir.glob("submitted/*/*/*.ipynb")})
+def collect_jobs(course_dir: Path) -> list[Job]:
+    """One job per submitted notebook of a released assignment."""
+    seed = course_seed(course_dir)
+    jobs = []
+    for path in sorted(course_dir.glob("submitted/*/*/*.ipynb")):
+        student, assignment = path.parent.parent.name, path.parent.name
+        source = course_dir / "source" / assignment / path.name
+        if not source.is_file():
+            continue  # not a notebook of this course's assignments
+        exercise_ids = tuple(e.id for e in graded_exercises(read_notebook(source), source.name))
+        jobs.append(Job(student, assignment, path.stem, str(path), exercise_ids, seed,
+                        str(results_path(course_dir, student, assignment, path.stem)),
+                        hidden_paths=(str(SOLUTIONS_DIR), str(course_dir.resolve()))))
+    return jobs
 
 
-def autograde_course(course_dir) -> Path:
-    """nbgrader autograde + generate_feedback for every submitted assignment, then CSV export."""
+def _record_invalid_in_gradebook(course_dir: Path, statuses: list[JobStatus]) -> None:
+    """A submission nbgrader cannot open still gets a row (0 points) in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
+        for status in statuses:
+            gradebook.update_or_create_student(status.student)
+            try:
+                gradebook.find_submission(status.assignment, status.student)
+            except Exception:
+                gradebook.add_submission(status.assignment, status.student)
+
+
+def autograde_course(course_dir, *, jobs: int = 2) -> list[JobStatus]:
+    """Isolated grading of every submission in parallel, then nbgrader autograde,
+    feedback and CSV export, plus JSON, JUnit XML and Gradescope reports."""
     course_dir = Path(course_dir)
     if not (course_dir / "nbgrader_config.py").is_file():
         raise GraderError(f"{course_dir} is not a course directory (no nbgrader_config.py); create one with `python -m grader release`")
-    assignments = submitted_assignments(course_dir)
-    if not assignments:
-        raise GraderError(f"no submissions under {course_dir / 'submitted'} (expected submitted/STUDENT/ASSIGNMENT/*.ipynb)")
-    for name in assignments:
-        run_nbgrader(course_dir, "autograde", name, "--force")
-        run_nbgrader(course_dir, "generate_feedback", name, "--force")
+    work = collect_jobs(course_dir)
+    if not work:
+        raise GraderError(f"no submissions under {course_dir / 'submitted'} (expected submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb)")
+    statuses = run_jobs(work, jobs)
+    for assignment in sorted({s.assignment for s in statuses}):
+        mine = [s for s in statuses if s.assignment == assignment]
+        unreadable = [s for s in mine if s.status != "graded"]
+        exclude = ",".join(s.student for s in unreadable)
+        if len(unreadable) < len(mine):
+            run_nbgrader(course_dir, "autograde", assignment, "--force",
+                         *([f"--CourseDirectory.student_id_exclude={exclude}"] if exclude else []))
+            run_nbgrader(course_dir, "generate_feedback", assignment, "--force",
+                         *([f"--CourseDirectory.student_id_exclude={exclude}"] if exclude else []))
+        _record_invalid_in_gradebook(course_dir, unreadable)
     run_nbgrader(course_dir, "export", "--to", "grades.csv")
-    return course_dir / "grades.csv"
+    records = [json.loads(Path(job.record_path).read_text(encoding="utf-8")) for job in work]
+    reports = course_dir / "reports"
+    write_junit(records, reports / "junit.xml")
+    for record in records:
+        write_gradescope(record, reports / "gradescope" / record["assignment"] / f"{record['student']}.json")
+    (reports / "summary.json").write_text(json.dumps(statuses_json(statuses), ensure_ascii=False, indent=1),
+                                          encoding="utf-8")
+    return statuses

@@ -1,7 +1,7 @@
 """Results of running an exercise's cases, and their serialised form for JSON reports."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from .exercise import Verdict
 
@@ -40,6 +40,15 @@ class ExerciseResult:
                 return f"{where}：{case.verdict.message}"
         return ""
 
+    @staticmethod
+    def _case_json(case: CaseResult) -> dict:
+        """Hidden cases keep their verdict and message, never expected/got values."""
+        record = {"case": case.case, "hidden": case.hidden, "passed": case.verdict.ok,
+                  "message": case.verdict.message}
+        if not case.hidden:
+            record.update(expected=case.verdict.expected, got=case.verdict.got)
+        return record
+
     def to_json(self) -> dict:
         return {
             "exercise": self.exercise_id,
@@ -48,9 +57,19 @@ class ExerciseResult:
             "max_points": self.max_points,
             "passed": self.passed,
             "reason": self.reason,
-            "cases": [
-                {"case": c.case, "hidden": c.hidden, "passed": c.verdict.ok,
-                 **({} if c.hidden else {k: v for k, v in asdict(c.verdict).items() if k != "ok"})}
-                for c in self.cases
-            ],
+            "cases": [self._case_json(c) for c in self.cases],
         }
+
+
+def results_from_json(records: list[dict]) -> dict[str, ExerciseResult]:
+    """ExerciseResults back from :meth:`ExerciseResult.to_json` records (a saved report)."""
+    results = {}
+    for record in records:
+        result = ExerciseResult(record["exercise"], record["title"], record["max_points"])
+        for case in record["cases"]:
+            verdict = Verdict(case["passed"], case.get("message", ""), case.get("expected"), case.get("got"))
+            result.cases.append(CaseResult(case["case"], case["hidden"], verdict))
+        if not result.cases:
+            result.error = record["reason"] or "没有结果。"
+        results[result.exercise_id] = result
+    return results

@@ -1,0 +1,78 @@
+"""nbgrader keeps its role (gradebook, feedback, formgrader); the points are the harness's.
+
+:class:`IsolatedGrading` takes the place of nbgrader's ``Execute`` preprocessor during
+``nbgrader autograde``: instead of running the submission in a kernel next to the
+tests, it writes the isolated harness's verdict into each check cell — a plain output
+for a pass, an error output for a failure — and nbgrader's own ``SaveAutoGrades`` turns
+that into points. Results computed earlier by ``python -m grader autograde`` are reused.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+from nbformat.v4 import new_output
+from traitlets import Unicode
+
+from .feedback import format_result
+from .harness import graded_exercises, grade_notebook
+from .notebooks import CHECK_PREFIX, exercise_id, grade_id
+from .results import ExerciseResult, results_from_json
+
+
+def results_path(course_root: Path, student: str, assignment: str, notebook: str) -> Path:
+    return Path(course_root) / "harness" / assignment / student / f"{notebook}.json"
+
+
+def course_seed(course_root: Path) -> int:
+    return int((Path(course_root) / ".grader_seed").read_text().strip())
+
+
+def autograde_preprocessors() -> list:
+    """nbgrader 0.9's autograde pipeline with ``Execute`` replaced by :class:`IsolatedGrading`."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern,
+                                        LimitOutput, SaveAutoGrades)
+
+    return [IsolatedGrading, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+            AssignLatePenalties, CheckCellMetadata]
+
+
+def _outputs_for(result: ExerciseResult, text: str) -> list:
+    if result.passed:
+        return [new_output("stream", name="stdout", text=text + "\n")]
+    return [new_output("error", ename="ExerciseFailed", evalue=result.reason, traceback=text.splitlines())]
+
+
+class IsolatedGrading(NbGraderPreprocessor):
+    """Fill check cells with the isolated harness's results (see module docstring)."""
+
+    course_root = Unicode("", help="The course directory (holds .grader_seed and harness/).").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        root = Path(self.course_root)
+        cached = results_path(root, info["student"], info["assignment"], info["notebook"])
+        exercises = graded_exercises(nb)
+        if cached.is_file():
+            record = json.loads(cached.read_text(encoding="utf-8"))
+            results, notes = results_from_json(record["exercises"]), record.get("notes", [])
+        else:
+            submission = grade_notebook(nb, seed=course_seed(root), exercises=exercises)
+            results, notes = {r.exercise_id: r for r in submission.exercises}, submission.notes
+        by_id = {e.id: e for e in exercises}
+        first = True
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            cell.outputs, cell.execution_count = [], None
+            identifier = grade_id(cell)
+            if identifier.startswith(CHECK_PREFIX) and exercise_id(identifier) in results:
+                result = results[exercise_id(identifier)]
+                text = format_result(result, by_id[result.exercise_id])
+                if first and notes:
+                    text += "\n" + "\n".join(f"注：{note}" for note in notes)
+                first = False
+                cell.outputs = _outputs_for(result, text)
+        return nb, resources
