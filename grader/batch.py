@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .confinement import Limits
 from .errors import GraderError
 
 RECORD_VERSION = 1
@@ -30,7 +31,7 @@ class Job:
     exercise_ids: tuple[str, ...]
     seed: int
     record_path: str
-    hidden_paths: tuple[str, ...] = ()   # folders the sandbox must not see (solutions, course)
+    limits: Limits = Limits()            # incl. the folders the sandbox must not see
 
 
 @dataclass
@@ -53,7 +54,6 @@ def _write(path: Path, record: dict) -> None:
 
 def grade_job(job: Job) -> JobStatus:
     """Grade one submission (runs in a worker process)."""
-    from .confinement import Limits
     from .exercises import load
     from .harness import grade_file
 
@@ -71,8 +71,7 @@ def grade_job(job: Job) -> JobStatus:
     base = {"version": RECORD_VERSION, "sha256": digest, "seed": job.seed, "student": job.student,
             "assignment": job.assignment, "notebook": job.notebook}
     try:
-        submission = grade_file(job.path, seed=job.seed, exercises=exercises,
-                                limits=Limits(protected_paths=job.hidden_paths))
+        submission = grade_file(job.path, seed=job.seed, exercises=exercises, limits=job.limits)
         record = {**base, "status": "graded", **submission.to_json()}
     except GraderError as error:
         record = {**base, "status": "invalid", "reason": str(error), "points": 0, "max_points": max_points,

@@ -28,7 +28,7 @@ class ExerciseFailed(AssertionError):
 def check(exercise_id: str, _caller_depth: int = 1) -> None:
     """Check the learner's answer to ``exercise_id`` on the public cases."""
     exercise = REGISTRY.get(exercise_id)
-    function = sys._getframe(_caller_depth + 1).f_globals.get(exercise.function)
+    function = sys._getframe(_caller_depth).f_globals.get(exercise.function)
     if not callable(function):
         result = ExerciseResult(exercise.id, exercise.title, exercise.points,
                                 error=f"没有找到函数 {exercise.function}：请先运行上面的答案单元格。")

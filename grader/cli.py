@@ -28,7 +28,7 @@ def _table(results: list[ExerciseResult]) -> str:
 
 
 def _limits(args) -> Limits:
-    return Limits(cell_timeout_s=args.timeout, task_timeout_s=args.timeout,
+    return Limits(cell_timeout_s=args.cell_timeout, task_timeout_s=args.case_timeout,
                   protected_paths=(str(SOLUTIONS_DIR),))
 
 
@@ -65,7 +65,8 @@ def cmd_release(args) -> int:
 
 
 def cmd_autograde(args) -> int:
-    statuses = autograde_course(args.course_dir, jobs=args.jobs)
+    statuses = autograde_course(args.course_dir, jobs=args.jobs,
+                                limits=Limits(cell_timeout_s=args.cell_timeout, task_timeout_s=args.case_timeout))
     print(summary_table(statuses))
     root = Path(args.course_dir)
     print(f"gradebook: {root / 'gradebook.db'}; grades: {root / 'grades.csv'}; "
@@ -86,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--gradescope", metavar="results.json", help="also write Gradescope's results.json")
     for sub in (check, grade):
         sub.add_argument("--seed", type=int, help="seed of the hidden cases (default: random)")
-        sub.add_argument("--timeout", type=float, default=60, help="seconds allowed per cell and per case (default 60)")
+        sub.add_argument("--cell-timeout", type=float, default=120, help="seconds allowed per notebook cell (default 120)")
+        sub.add_argument("--case-timeout", type=float, default=60, help="seconds allowed per exercise case (default 60)")
         sub.set_defaults(handler=cmd_check if sub is check else cmd_grade)
 
     release = commands.add_parser("release", help="build an nbgrader course directory and generate the releases")
@@ -96,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     autograde = commands.add_parser("autograde", help="nbgrader autograde, feedback and CSV export of the collected submissions")
     autograde.add_argument("course_dir")
     autograde.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
+    autograde.add_argument("--cell-timeout", type=float, default=120, help="seconds allowed per notebook cell (default 120)")
+    autograde.add_argument("--case-timeout", type=float, default=60, help="seconds allowed per exercise case (default 60)")
     autograde.set_defaults(handler=cmd_autograde)
     return parser
 

@@ -17,11 +17,13 @@ import os
 import secrets
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
 
 from .batch import Job, JobStatus, run_jobs, statuses_json
+from .confinement import Limits
 from .errors import GraderError
 from .harness import SOLUTIONS_DIR, graded_exercises
 from .nbgrader_bridge import course_seed, results_path
@@ -105,8 +107,9 @@ def build_course(course_dir, notebooks: list[Path] | None = None) -> list[str]:
     return assignments
 
 
-def collect_jobs(course_dir: Path) -> list[Job]:
+def collect_jobs(course_dir: Path, limits: Limits) -> list[Job]:
     """One job per submitted notebook of a released assignment."""
+    limits = replace(limits, protected_paths=(str(SOLUTIONS_DIR), str(course_dir.resolve())))
     seed = course_seed(course_dir)
     jobs = []
     for path in sorted(course_dir.glob("submitted/*/*/*.ipynb")):
@@ -116,8 +119,7 @@ def collect_jobs(course_dir: Path) -> list[Job]:
             continue  # not a notebook of this course's assignments
         exercise_ids = tuple(e.id for e in graded_exercises(read_notebook(source), source.name))
         jobs.append(Job(student, assignment, path.stem, str(path), exercise_ids, seed,
-                        str(results_path(course_dir, student, assignment, path.stem)),
-                        hidden_paths=(str(SOLUTIONS_DIR), str(course_dir.resolve()))))
+                        str(results_path(course_dir, student, assignment, path.stem)), limits))
     return jobs
 
 
@@ -134,13 +136,13 @@ def _record_invalid_in_gradebook(course_dir: Path, statuses: list[JobStatus]) ->
                 gradebook.add_submission(status.assignment, status.student)
 
 
-def autograde_course(course_dir, *, jobs: int = 2) -> list[JobStatus]:
+def autograde_course(course_dir, *, jobs: int = 2, limits: Limits = Limits()) -> list[JobStatus]:
     """Isolated grading of every submission in parallel, then nbgrader autograde,
     feedback and CSV export, plus JSON, JUnit XML and Gradescope reports."""
     course_dir = Path(course_dir)
     if not (course_dir / "nbgrader_config.py").is_file():
         raise GraderError(f"{course_dir} is not a course directory (no nbgrader_config.py); create one with `python -m grader release`")
-    work = collect_jobs(course_dir)
+    work = collect_jobs(course_dir, limits)
     if not work:
         raise GraderError(f"no submissions under {course_dir / 'submitted'} (expected submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb)")
     statuses = run_jobs(work, jobs)

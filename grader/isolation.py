@@ -198,9 +198,14 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
             if kind == "cell":
                 report.skipped_cells[identifier] = how
             else:
+                blamed = next(t for t in remaining if t.id == identifier)
                 report.outcomes[identifier] = TaskOutcome(failure=f"你的函数在这个用例上{how}"
                                                           f"（时限 {limits.task_timeout_s:g} 秒）。")
-                remaining = [t for t in remaining if t.id != identifier]
+                # The same function would most likely do it again: spend no more time on it.
+                for task in remaining:
+                    if task.function == blamed.function and task.id != identifier:
+                        report.outcomes[task.id] = TaskOutcome(failure=f"同一练习的前一个用例{how}，其余用例没有再运行。")
+                remaining = [t for t in remaining if t.function != blamed.function]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return report

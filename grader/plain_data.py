@@ -11,7 +11,7 @@ import io
 
 import torch
 
-SCALARS = (type(None), bool, int, float, str)
+SCALARS = (type(None), bool, int, float, str, bytes)
 MAX_DEPTH = 64
 
 

@@ -51,4 +51,4 @@ def test_wrong_return_type_is_explained():
 def test_hidden_case_feedback_never_shows_inputs_or_values():
     result = run_exercise(REGISTRY.get("03.fusion_groups"), lambda gm: [], include_hidden=True, seed=0)
     hidden = [c for c in result.to_json()["cases"] if c["hidden"]]
-    assert hidden and all(set(c) == {"case", "hidden", "passed"} for c in hidden)
+    assert hidden and all(set(c) == {"case", "hidden", "passed", "message"} for c in hidden)

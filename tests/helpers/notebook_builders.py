@@ -24,3 +24,22 @@ def write_filled(path: Path, notebook_path: Path = CHAPTER_03, overrides: dict |
             cell.source = overrides[exercise_id(identifier)]
     nbformat.write(notebook, path)
     return path
+
+
+def write_answers_only(path: Path, answers: dict | None = None, extra_cells=(), edit=None,
+                       notebook_path: Path = CHAPTER_03) -> Path:
+    """A short submission: the chapter's import cell, its answer cells (references, or
+    ``answers[exercise_id]`` source) and check cells; ``extra_cells`` are appended code,
+    and ``edit(notebook)`` may tamper with it before it is written."""
+    full = inject_solutions(read_notebook(notebook_path))
+    imports = next(c for c in full.cells if c.cell_type == "code" and "import" in c.source)
+    kept = [imports] + [c for c in full.cells if grade_id(c)]
+    for cell in kept:
+        identifier = grade_id(cell)
+        if identifier.startswith(ANSWER_PREFIX) and exercise_id(identifier) in (answers or {}):
+            cell.source = answers[exercise_id(identifier)]
+    full.cells = kept + [nbformat.v4.new_code_cell(source) for source in extra_cells]
+    if edit is not None:
+        edit(full)
+    nbformat.write(full, path)
+    return path
