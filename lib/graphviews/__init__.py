@@ -19,7 +19,7 @@ import torch.fx
 from .fx import diff_fx, from_fx, target_name
 from .model import GraphView, ViewCluster, ViewEdge, ViewNode
 from .renderer import RenderedGraph, find_dot, render, to_dot, to_text
-from .styles import register_kind
+from .styles import register_cluster_kind, register_kind
 
 
 @singledispatch
@@ -37,6 +37,8 @@ def _(view: GraphView, **options) -> GraphView:
 to_view.register(torch.fx.GraphModule, from_fx)
 to_view.register(torch.fx.Graph, from_fx)
 
+from . import torchscript  # noqa: E402,F401  (registers TorchScript IR views, chapter 02)
+
 
 def show(obj, **options) -> RenderedGraph:
     """Render anything :func:`to_view` understands; the result displays itself in Jupyter."""
@@ -51,5 +53,5 @@ def show_diff(before, after, *, title: str = "") -> RenderedGraph:
 __all__ = [
     "GraphView", "ViewNode", "ViewEdge", "ViewCluster", "RenderedGraph",
     "to_view", "show", "show_diff", "render", "to_dot", "to_text", "find_dot",
-    "from_fx", "diff_fx", "target_name", "register_kind",
+    "from_fx", "diff_fx", "target_name", "register_kind", "register_cluster_kind",
 ]

@@ -44,6 +44,11 @@ def register_kind(kind: str, **attrs: str) -> None:
     NODE_STYLES[kind] = {**DEFAULT_NODE_STYLE, **attrs}
 
 
+def register_cluster_kind(kind: str, **attrs: str) -> None:
+    """Give clusters of ``kind`` their own frame (Graphviz subgraph attributes)."""
+    CLUSTER_STYLES[kind] = dict(attrs)
+
+
 def node_style(kind: str, status: str | None) -> dict[str, str]:
     style = {"style": "filled", **NODE_STYLES.get(kind, DEFAULT_NODE_STYLE)}
     return {**style, **STATUS_STYLES.get(status, {})}

@@ -1,0 +1,371 @@
+"""Chapter 00 (comparison and selection guide): the seeds' models, the workloads the
+grader times or profiles, and the two diagrams of the chapter as graph data.
+
+- ``MyModel`` and ``Classifier`` are seed 000's examples; ``PointwiseChain`` is the
+  memory-bound workload where ``torch.compile`` pays off on a CPU.
+- ``technology_table`` runs one model under every technology the chapter compares and
+  reports first-call time, interleaved median latency and graph count.
+- ``ColdStartWorkload`` / ``PausingWorkload`` / ``AsyncDevice`` have a *known* cost
+  (``time.sleep``), so a learner's benchmark function can be graded against the truth.
+- ``toychip_profile`` runs a named workload on the toy chip and returns its profile.
+- ``stack_view`` / ``decision_tree_view`` are plain graph data for ``graphviews.show``.
+"""
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+from benchmarking import Comparison, compare
+from graphviews import GraphView, register_kind
+
+# ----------------------------------------------------------------------------- models
+
+
+class MyModel(nn.Module):
+    """Seed 000's ``MyModel``: Linear(100, 50) → relu → Linear(50, 10), used at batch 32."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer1 = nn.Linear(100, 50)
+        self.layer2 = nn.Linear(50, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.layer1(x))
+        return self.layer2(x)
+
+
+class Classifier(nn.Module):
+    """Seed 000's ``Classifier``: 784 → 256 → 128 → 10 with ReLUs."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(784, 256), nn.ReLU(),
+            nn.Linear(256, 128), nn.ReLU(),
+            nn.Linear(128, 10),
+        )
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class PointwiseChain(nn.Module):
+    """``((x.sin() + x.cos()) * 2).relu() - 0.5``: five elementwise passes over memory in
+    eager mode, one fused loop when compiled."""
+
+    def forward(self, x):
+        return ((x.sin() + x.cos()) * 2).relu() - 0.5
+
+
+class ImageClassifier(nn.Module):
+    """Flattens ``(B, 1, 28, 28)`` images before an MLP: a view whose size depends on the batch."""
+
+    def __init__(self, hidden: int = 32):
+        super().__init__()
+        self.fc1 = nn.Linear(28 * 28, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+class GatedPair(nn.Module):
+    """Two batched inputs that meet in one product: their batch sizes must be the same symbol."""
+
+    def __init__(self, features: int = 16, out: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(features, out)
+        self.gate = nn.Linear(features, out)
+
+    def forward(self, x, g):
+        return self.fc(x) * torch.sigmoid(self.gate(g))
+
+
+class RandomMLP(nn.Module):
+    """An MLP of random widths (the grader's hidden cases)."""
+
+    def __init__(self, widths: list[int]):
+        super().__init__()
+        layers: list[nn.Module] = []
+        for a, b in zip(widths, widths[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        self.net = nn.Sequential(*layers[:-1])
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def seed_workloads() -> dict[str, tuple[nn.Module, torch.Tensor]]:
+    """The three workloads of the chapter's comparison table, in eval mode with their inputs."""
+    return {
+        "MyModel (batch 32)": (MyModel().eval(), torch.randn(32, 100)),
+        "Classifier (batch 32)": (Classifier().eval(), torch.randn(32, 784)),
+        "PointwiseChain (4M floats)": (PointwiseChain(), torch.randn(4_000_000)),
+    }
+
+
+# ------------------------------------------------------------- the technology table
+
+def _without_jit_warnings(make: Callable, *args):
+    """``torch.jit`` is deprecated in 2.13; the table shows it on purpose, quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make(*args)
+
+
+def _builders(model: nn.Module, example: torch.Tensor) -> dict[str, Callable[[], Callable]]:
+    """How each technology turns the model into something callable."""
+    return {
+        "eager": lambda: model,
+        "torch.compile": lambda: torch.compile(model),
+        "torch.export": lambda: torch.export.export(model, (example,)).module(),
+        "jit.script": lambda: _without_jit_warnings(torch.jit.script, model),
+        "jit.trace": lambda: _without_jit_warnings(torch.jit.trace, model, (example,)),
+    }
+
+
+def _graph_count(name: str, model: nn.Module, example: torch.Tensor) -> int:
+    """Graphs the technology runs: Dynamo may split a function, export and TorchScript never do
+    (they produce one graph or fail), eager builds none."""
+    if name == "eager":
+        return 0
+    if name == "torch.compile":
+        return torch._dynamo.explain(model)(example).graph_count
+    return 1
+
+
+@dataclass
+class TechnologyRow:
+    workload: str
+    technology: str
+    first_call_s: float
+    median_us: float
+    vs_eager: float
+    graphs: int
+
+
+def technology_table(name: str, model: nn.Module, example: torch.Tensor, *, repeats: int = 11,
+                     number: int = 1) -> tuple[list[TechnologyRow], Comparison]:
+    """Build + first call of every technology (timed once, as a user waits for it), then
+    interleaved steady-state medians with :func:`benchmarking.compare`."""
+    torch._dynamo.reset()
+    ready, first = {}, {}
+    with torch.no_grad():
+        for technology, build in _builders(model, example).items():
+            start = time.perf_counter()
+            ready[technology] = build()
+            ready[technology](example)
+            first[technology] = time.perf_counter() - start
+        result = compare(ready, example, warmup=2, repeats=repeats, number=number)
+        rows = [TechnologyRow(name, t, first[t], result[t].median * 1e6, result.ratio(t, "eager"),
+                              _graph_count(t, model, example)) for t in ready]
+    return rows, result
+
+
+def format_rows(rows: list[TechnologyRow]) -> str:
+    """The comparison table as aligned text."""
+    lines = [f"{'workload':28} {'technology':14} {'first call s':>12} {'median µs':>11} {'vs eager':>9} {'graphs':>6}"]
+    for r in rows:
+        lines.append(f"{r.workload:28} {r.technology:14} {r.first_call_s:12.3f} {r.median_us:11.1f} "
+                     f"{r.vs_eager:8.2f}× {r.graphs:6d}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------- workloads with a known true cost
+
+def _sleep(seconds: float) -> None:
+    if seconds > 0:
+        time.sleep(seconds)
+
+
+class ColdStartWorkload:
+    """The first ``cold_calls`` calls take ``cold_s`` (a compile, a cache fill), every later
+    call ``steady_s``: what a benchmark must not average in."""
+
+    def __init__(self, steady_s: float, cold_calls: int, cold_s: float):
+        self.steady_s, self.cold_calls, self.cold_s = steady_s, cold_calls, cold_s
+        self.calls = 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        _sleep(self.cold_s if self.calls <= self.cold_calls else self.steady_s)
+
+    def synchronize(self) -> None:
+        """Nothing runs asynchronously here (a CPU)."""
+
+
+class PausingWorkload(ColdStartWorkload):
+    """Steady calls, except every ``period``-th call also pauses ``pause_s`` (a garbage
+    collection, another process): outliers a mean is dragged by and a median is not."""
+
+    def __init__(self, steady_s: float, period: int, pause_s: float):
+        super().__init__(steady_s, 0, 0.0)
+        self.period, self.pause_s = period, pause_s
+
+    def __call__(self, *args):
+        super().__call__(*args)
+        if self.calls % self.period == 0:
+            _sleep(self.pause_s)
+
+
+class AsyncDevice(ColdStartWorkload):
+    """Like a GPU: a call only *queues* ``steady_s`` of work and returns at once;
+    ``synchronize()`` waits until the queue is empty (``torch.cuda.synchronize``)."""
+
+    def __init__(self, steady_s: float, cold_calls: int = 0, cold_s: float = 0.0):
+        super().__init__(steady_s, cold_calls, cold_s)
+        self.busy_until = 0.0
+
+    def __call__(self, *args):
+        self.calls += 1
+        cost = self.cold_s if self.calls <= self.cold_calls else self.steady_s
+        self.busy_until = max(self.busy_until, time.perf_counter()) + cost
+
+    def synchronize(self) -> None:
+        _sleep(self.busy_until - time.perf_counter())
+
+
+# ------------------------------------------------------------ toy chip workloads
+
+def _mlp(batch: int, widths: tuple[int, ...]):
+    model = RandomMLP(list(widths)).eval()
+    return model, (torch.randn(batch, widths[0]),)
+
+
+def _pointwise(n: int, steps: int):
+    def chain(x):
+        for _ in range(steps):
+            x = (x * 2 + 1).relu() - 0.5
+        return x
+    return chain, (torch.randn(n),)
+
+
+def _matmul(m: int, k: int, n: int):
+    return (lambda a, b: torch.relu(a @ b)), (torch.randn(m, k), torch.randn(k, n))
+
+
+CHIP_WORKLOADS: dict[str, Callable] = {"mlp": _mlp, "pointwise": _pointwise, "matmul": _matmul}
+
+
+@functools.lru_cache(maxsize=64)
+def _profile_cached(kind: str, params: tuple, spec_fields: tuple) -> tuple:
+    import toychip  # registers the device; only the chip workloads need it
+
+    spec = toychip.ChipSpec(**dict(spec_fields))
+    fn, inputs = CHIP_WORKLOADS[kind](*params)
+    if isinstance(fn, nn.Module):
+        fn = fn.to("toychip")
+    inputs = tuple(t.to("toychip") for t in inputs)
+    with torch.no_grad(), toychip.profile(spec) as p:
+        fn(*inputs)
+    summary = p.summary()
+    assert summary["copies"] == 0, "chip workloads must run entirely on the chip"
+    return tuple(summary.items()) + (("launch_us", spec.launch_us), ("mem_bytes_per_us", spec.mem_bytes_per_us),
+                                     ("flops_per_us", spec.flops_per_us))
+
+
+def toychip_profile(kind: str, params: tuple, **spec_fields) -> dict:
+    """Run workload ``kind`` (see :data:`CHIP_WORKLOADS`) on the toy chip with the given
+    ChipSpec fields; the profile summary and the chip's data sheet as one plain dict."""
+    data = dict(_profile_cached(kind, tuple(params), tuple(sorted(spec_fields.items()))))
+    return {key: data[key] for key in ("time_us", "launches", "bytes", "flops",
+                                       "launch_us", "mem_bytes_per_us", "flops_per_us")}
+
+
+# --------------------------------------------------------------------- diagrams
+
+for _kind, _color in {"api": "#f9cb9c", "capture": "#cfe2f3", "ir": "#d9ead3", "backend": "#d9d2e9",
+                      "deploy": "#fff2cc", "runtime": "#eeeeee", "answer": "#d9ead3"}.items():
+    register_kind(_kind, fillcolor=_color)
+register_kind("question", shape="diamond", fillcolor="#fce5cd")
+register_kind("legacy", fillcolor="#f4cccc", style="filled,dashed")
+
+STACK_NODES = [
+    # id, label, kind, details
+    ("user", "你的 PyTorch 代码", "api", ["nn.Module / 函数"]),
+    ("eager", "Eager 即时执行", "runtime", ["一个算子接一个算子（第 01 章）"]),
+    ("compile", "torch.compile", "api", ["一行加速（第 01 章）"]),
+    ("export", "torch.export", "api", ["整图导出 → ExportedProgram"]),
+    ("fx", "torch.fx", "ir", ["图 IR + 图变换工具（第 03 章）"]),
+    ("dynamo", "TorchDynamo", "capture", ["PEP 523 字节码捕获 + guards（第 05 章）"]),
+    ("aot", "AOTAutograd", "capture", ["ATen 级前向/反向图（第 06 章）"]),
+    ("inductor", "TorchInductor", "backend", ["默认后端：CPU 生成 C++/OpenMP，GPU 生成 Triton"]),
+    ("custom", "自定义后端", "backend", ["如 toychip（第 08 章）"]),
+    ("aoti", "AOTInductor", "deploy", [".pt2 包，C++ 无需 Python"]),
+    ("executorch", "ExecuTorch", "deploy", [".pte，手机/边缘设备"]),
+    ("onnx", "ONNX", "deploy", ["torch.onnx.export(dynamo=True)"]),
+    ("lazy", "Lazy Tensor / torch_xla", "capture", ["延迟执行，TPU（第 04 章）"]),
+    ("dispatcher", "Dispatcher 调度器", "runtime", ["按 DispatchKey 选实现（第 07 章）"]),
+    ("kernels", "设备内核", "runtime", ["CPU / CUDA / PrivateUse1（新芯片）"]),
+    ("torchscript", "TorchScript", "legacy", ["自 2.5 起弃用（第 02 章）"]),
+]
+STACK_EDGES = [
+    ("user", "eager", ""), ("user", "compile", ""), ("user", "export", ""), ("user", "lazy", ""),
+    ("user", "torchscript", "旧路径"), ("user", "fx", "symbolic_trace"),
+    ("compile", "dynamo", ""), ("export", "dynamo", ""),
+    ("dynamo", "aot", "FX 图（torch 级）"), ("aot", "inductor", "FX 图（ATen 级）"), ("aot", "custom", ""),
+    ("export", "aoti", "ExportedProgram"), ("export", "executorch", ""), ("export", "onnx", ""),
+    ("inductor", "kernels", "生成的内核"), ("custom", "kernels", ""),
+    ("eager", "dispatcher", ""), ("lazy", "dispatcher", ""), ("torchscript", "dispatcher", ""),
+    ("dispatcher", "kernels", ""),
+]
+STACK_CLUSTERS = [
+    ("capture", "图捕获 (graph capture)", ["dynamo", "aot", "fx"]),
+    ("backends", "编译后端 (backends)", ["inductor", "custom"]),
+    ("deploy", "部署 (deployment, 不需要 Python)", ["aoti", "executorch", "onnx"]),
+    ("runtime", "运行时 (runtime)", ["dispatcher", "kernels"]),
+]
+
+
+def stack_view() -> GraphView:
+    """The PyTorch 2.13 stack at a glance (seed 001's diagram, corrected and drawn)."""
+    view = GraphView(title="PyTorch 2.13 技术栈")
+    for node_id, label, kind, details in STACK_NODES:
+        view.add_node(node_id, label, kind, details)
+    for src, dst, label in STACK_EDGES:
+        view.add_edge(src, dst, label)
+    for name, label, members in STACK_CLUSTERS:
+        view.add_cluster(name, label, members)
+    return view
+
+
+DECISION_NODES = [
+    ("hw", "硬件是什么？", "question"),
+    ("goal", "目的是什么？", "question"),
+    ("where", "模型在哪里运行？", "question"),
+    ("tiny", "eager 单次调用 < 100 µs？", "question"),
+    ("long", "总运行时间 ≥ 1 分钟？", "question"),
+    ("xla", "torch_xla", "answer"),
+    ("p1", "PrivateUse1+custom backend", "answer"),
+    ("dbg", "eager", "answer"),
+    ("fxa", "torch.fx", "answer"),
+    ("aotia", "torch.export+AOTInductor", "answer"),
+    ("et", "ExecuTorch", "answer"),
+    ("onnxa", "ONNX", "answer"),
+    ("eager_small", "eager", "answer"),
+    ("eager_short", "eager", "answer"),
+    ("tc", "torch.compile", "answer"),
+]
+DECISION_EDGES = [
+    ("hw", "xla", "TPU"), ("hw", "p1", "新芯片"), ("hw", "goal", "CPU / CUDA"),
+    ("goal", "dbg", "调试"), ("goal", "fxa", "改写图"), ("goal", "where", "部署"), ("goal", "tiny", "加速（Python 内）"),
+    ("where", "aotia", "C++ 服务器"), ("where", "et", "手机 / 边缘"), ("where", "onnxa", "其他推理引擎"),
+    ("tiny", "eager_small", "是"), ("tiny", "long", "否"),
+    ("long", "eager_short", "否"), ("long", "tc", "是"),
+]
+
+
+def decision_tree_view() -> GraphView:
+    """Which technology to use, as a decision tree (seed 000's guide, updated for 2.13)."""
+    view = GraphView(title="选型决策树 (PyTorch 2.13)", direction="LR")
+    for node_id, label, kind in DECISION_NODES:
+        view.add_node(node_id, label, kind)
+    for src, dst, label in DECISION_EDGES:
+        view.add_edge(src, dst, label)
+    return view
