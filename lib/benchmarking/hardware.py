@@ -8,6 +8,7 @@ from functools import lru_cache
 import torch
 
 
+@lru_cache(maxsize=None)
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
@@ -19,7 +20,6 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-@lru_cache(maxsize=None)
 def describe_hardware(device: str = "cpu") -> str:
     """E.g. ``CPU: AMD EPYC 7B13 (2 cores, 2 torch threads), torch 2.13.0``."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
