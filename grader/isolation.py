@@ -8,7 +8,6 @@ one bad exercise never costs the others their points.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import select

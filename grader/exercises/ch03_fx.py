@@ -10,7 +10,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from course_models import fx_models as models
 from ..artifacts import (artifact_error, compare_equal, compare_outputs, graph_facts,
                          graph_pass_artifact, seeded_build, short)
-from ..exercise import PASS, REGISTRY, Case, Exercise, PerformanceGoal, Verdict
+from ..exercise import REGISTRY, Case, Exercise, PerformanceGoal, Verdict
 
 RELU_SPELLINGS = ["torch.relu", "F.relu", "nn.ReLU", "Tensor.relu", "torch.tanh"]
 DROPOUT_SPELLINGS = ["nn.Dropout", "F.dropout", "torch.relu", "nn.ReLU"]

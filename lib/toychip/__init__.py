@@ -23,7 +23,7 @@ Example::
         y = torch.relu(x * 2)
     print(p.table())
 """
-from . import compiler, device, fallback, lazy_tensor, op_table
+from . import compiler, device, fallback, op_table
 from .clock import Profile, profile
 from .compiler import get_generated_code, print_generated_code
 from .fallback import Coverage, FallbackError, coverage, reset_coverage, strict
