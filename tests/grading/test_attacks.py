@@ -112,6 +112,24 @@ ATTACKS = {
         def find_fusion_groups(gm):
             return [[Liar("a"), Liar("b")]]
     """)}, (), None),
+    "pickle_payload_in_artifact_files": ("03.op_census", {"03.op_census": code("""
+        import os, pathlib, pickle
+        class Payload:
+            def __reduce__(self):
+                return (os.system, ("touch /tmp/grader-attack-payload-ran",))
+        def count_ops(gm):
+            for path in pathlib.Path("..").glob("task-*.pt"):
+                pass
+            for index in range(40):
+                pathlib.Path(f"../task-{index}.pt").write_bytes(pickle.dumps({"artifact": Payload()}))
+            os._exit(0)
+    """), "03.relu_to_gelu": code("""
+        import torch
+        class Shadow(torch.Tensor):
+            pass
+        def relu_to_gelu(gm):
+            return {"graph": Shadow(torch.ones(1))}
+    """)}, (), None),
     "graph_that_smuggles_code": ("03.remove_dropout", {"03.remove_dropout": code("""
         import os
         def remove_dropout(gm):
@@ -155,3 +173,4 @@ def test_attack_scores_zero_on_the_attacked_exercise_only(name, tmp_path):
         else:
             assert result.passed, (exercise_id, result.reason)
     assert GRADER_FILE.read_bytes() == grader_source
+    assert not Path("/tmp/grader-attack-payload-ran").exists()
