@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
+
 from benchmarking import compare
 
 from .exercise import PASS, Verdict
@@ -20,9 +22,16 @@ def measure_ratio(candidate: Callable, baseline: Callable, args: tuple, *, warmu
     """Median per-call time of ``candidate`` divided by ``baseline``'s (< 1: faster).
 
     The two alternate call by call, so a burst of load from another process slows both.
+    Both run on one thread: on a busy machine a parallel kernel waits at its barrier for
+    its slowest thread, which would punish the candidate for someone else's load.
     """
-    result = compare({"candidate": candidate, "baseline": baseline}, *args, warmup=warmup,
-                     repeats=repeats, number=number)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = compare({"candidate": candidate, "baseline": baseline}, *args, warmup=warmup,
+                         repeats=repeats, number=number)
+    finally:
+        torch.set_num_threads(threads)
     return result.ratio("candidate", "baseline")
 
 

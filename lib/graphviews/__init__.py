@@ -9,6 +9,9 @@ A chapter that brings a new kind of graph registers an adapter::
 
     @to_view.register(MyIR)
     def _(ir, **options) -> GraphView: ...
+
+TorchScript IR views (chapter 02) are registered on import; Dynamo views (chapter 01:
+graphs with their breaks) come with ``import graphviews.dynamo``, which loads Dynamo.
 """
 from __future__ import annotations
 
