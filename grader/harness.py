@@ -21,6 +21,7 @@ from .exercises import load as load_exercises
 from .isolation import Task, TaskOutcome, run_in_sandbox
 from .notebooks import CHECK_PREFIX, exercise_id, grade_id, read_notebook
 from .results import CaseResult, ExerciseResult
+from .run import exercise_cases, expected_facts, judge, not_implemented
 
 REGISTRY = load_exercises()
 
@@ -76,16 +77,13 @@ def _verdict_from(exercise: Exercise, outcome: TaskOutcome, built: dict, expecte
     payload = outcome.payload
     error = payload.get("error")
     if error == "not_implemented":
-        return Verdict(False, "还没有实现"), f"函数 {exercise.function} 还没有实现（抛出了 NotImplementedError）。"
+        return Verdict(False, "还没有实现"), not_implemented(exercise)
     if error == "missing":
         return Verdict(False, "函数不存在"), f"没有找到函数 {exercise.function}：答案单元格没有定义它，或者运行出错。"
     if error is not None:
         return Verdict(False, f"你的函数抛出了异常 {payload.get('detail', error)}"), None
     try:
-        got = exercise.analyze(payload["artifact"], built)
-        verdict = exercise.compare(expected, got)
-        if verdict.ok and exercise.performance is not None:
-            verdict = exercise.performance.judge(expected, got)
+        verdict = judge(exercise, expected, payload["artifact"], built)
     except Exception as failure:  # malformed artifact: never let it crash the batch
         verdict = Verdict(False, f"返回值无法评分（{type(failure).__name__}: {failure}）。")
     return verdict, None
@@ -102,9 +100,7 @@ def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None
     limits = limits or Limits(protected_paths=(str(SOLUTIONS_DIR),))
     plan, tasks = [], []
     for exercise in exercises:
-        cases = [(case, False) for case in exercise.public_cases()]
-        cases += [(case, True) for case in exercise.hidden_cases(random.Random(seed))]
-        for case, hidden in cases:
+        for case, hidden in exercise_cases(exercise, include_hidden=True, seed=seed):
             task_id = len(tasks)
             tasks.append(Task(task_id, exercise.function, exercise.produce_name, case.build()))
             plan.append((exercise, case, hidden, task_id))
@@ -114,9 +110,8 @@ def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None
         result = results[exercise.id]
         if result.error is not None:
             continue
-        reference = exercise.reference_function
-        expected = exercise.analyze(exercise.produce(reference, case.build()), case.build())
-        verdict, error = _verdict_from(exercise, report.outcomes[task_id], case.build(), expected)
+        verdict, error = _verdict_from(exercise, report.outcomes[task_id], case.build(),
+                                       expected_facts(exercise, case))
         if error is not None:
             result.error, result.cases = error, []
             continue

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import torch
@@ -17,12 +16,7 @@ import torch
 from ..exercise import resolve
 from ..graph_codec import unpack
 from ..plain_data import NotPlainData, dumps
-
-
-def _describe(error: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<")]
-    where = f"（第 {frames[-1].lineno} 行：{frames[-1].line}）" if frames and frames[-1].line else ""
-    return f"{type(error).__name__}: {error}"[:500] + where
+from ..run import describe_exception
 
 
 class Progress:
@@ -55,7 +49,7 @@ def main(workdir: str, progress_fd: int) -> None:
         report(step="cell", id=index, state="start")
         result = shell.run_cell(source, store_history=False, silent=False)
         error = result.error_in_exec or result.error_before_exec
-        report(step="cell", id=index, state="done", error=None if error is None else _describe(error))
+        report(step="cell", id=index, state="done", error=None if error is None else describe_exception(error))
     namespace = shell.user_ns
     for task in request["tasks"]:
         report(step="task", id=task["id"], state="start")
@@ -68,7 +62,7 @@ def main(workdir: str, progress_fd: int) -> None:
             except NotImplementedError:
                 payload = {"error": "not_implemented"}
             except BaseException as error:  # learner code may raise SystemExit, KeyboardInterrupt, ...
-                payload = {"error": "raised", "detail": _describe(error)}
+                payload = {"error": "raised", "detail": describe_exception(error)}
         try:
             data = dumps(payload)
         except NotPlainData as error:
