@@ -52,6 +52,21 @@ def _write(path: Path, record: dict) -> None:
     path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+def submission_digest(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def current_record(record_path, submission_path, seed: int) -> dict | None:
+    """The saved record of a submission if it was made from these exact bytes and seed."""
+    record_path = Path(record_path)
+    if not record_path.is_file():
+        return None
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    fresh = (record.get("sha256") == submission_digest(submission_path)
+             and record.get("version") == RECORD_VERSION and record.get("seed") == seed)
+    return record if fresh else None
+
+
 def grade_job(job: Job) -> JobStatus:
     """Grade one submission (runs in a worker process)."""
     from .exercises import load
@@ -61,14 +76,11 @@ def grade_job(job: Job) -> JobStatus:
     exercises = [registry.get(i) for i in job.exercise_ids]
     max_points = sum(e.points for e in exercises)
     start = time.monotonic()
-    record_path = Path(job.record_path)
-    digest = hashlib.sha256(Path(job.path).read_bytes()).hexdigest()
-    if record_path.is_file():
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-        if record.get("sha256") == digest and record.get("version") == RECORD_VERSION and record.get("seed") == job.seed:
-            return JobStatus(job.student, job.assignment, job.notebook, record["status"], record.get("points", 0),
-                             max_points, 0.0, record.get("reason", ""), reused=True)
-    base = {"version": RECORD_VERSION, "sha256": digest, "seed": job.seed, "student": job.student,
+    record = current_record(job.record_path, job.path, job.seed)
+    if record is not None:
+        return JobStatus(job.student, job.assignment, job.notebook, record["status"], record.get("points", 0),
+                         max_points, 0.0, record.get("reason", ""), reused=True)
+    base = {"version": RECORD_VERSION, "sha256": submission_digest(job.path), "seed": job.seed, "student": job.student,
             "assignment": job.assignment, "notebook": job.notebook}
     try:
         submission = grade_file(job.path, seed=job.seed, exercises=exercises, limits=job.limits)
@@ -79,7 +91,7 @@ def grade_job(job: Job) -> JobStatus:
     except Exception as error:  # a grader bug must not stop the batch
         record = {**base, "status": "error", "reason": f"{type(error).__name__}: {error}", "points": 0,
                   "max_points": max_points, "exercises": []}
-    _write(record_path, record)
+    _write(Path(job.record_path), record)
     return JobStatus(job.student, job.assignment, job.notebook, record["status"], record["points"],
                      max_points, time.monotonic() - start, record.get("reason", ""))
 

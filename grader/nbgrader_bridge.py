@@ -4,17 +4,18 @@
 ``nbgrader autograde``: instead of running the submission in a kernel next to the
 tests, it writes the isolated harness's verdict into each check cell — a plain output
 for a pass, an error output for a failure — and nbgrader's own ``SaveAutoGrades`` turns
-that into points. Results computed earlier by ``python -m grader autograde`` are reused.
+that into points. A record saved by ``python -m grader autograde`` is reused only if it
+was made from the very bytes now in ``submitted/`` with the course's seed.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.v4 import new_output
 from traitlets import Unicode
 
+from .batch import current_record
 from .feedback import format_result
 from .harness import graded_exercises, grade_notebook
 from .notebooks import CHECK_PREFIX, exercise_id, grade_id
@@ -53,13 +54,15 @@ class IsolatedGrading(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         root = Path(self.course_root)
-        cached = results_path(root, info["student"], info["assignment"], info["notebook"])
+        seed = course_seed(root)
+        submitted = root / "submitted" / info["student"] / info["assignment"] / f"{info['notebook']}.ipynb"
+        record = current_record(results_path(root, info["student"], info["assignment"], info["notebook"]),
+                                submitted, seed)
         exercises = graded_exercises(nb)
-        if cached.is_file():
-            record = json.loads(cached.read_text(encoding="utf-8"))
+        if record is not None and record["status"] == "graded":
             results, notes = results_from_json(record["exercises"]), record.get("notes", [])
         else:
-            submission = grade_notebook(nb, seed=course_seed(root), exercises=exercises)
+            submission = grade_notebook(nb, seed=seed, exercises=exercises)
             results, notes = {r.exercise_id: r for r in submission.exercises}, submission.notes
         by_id = {e.id: e for e in exercises}
         first = True
