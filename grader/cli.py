@@ -7,12 +7,11 @@ import sys
 from pathlib import Path
 
 from .batch import summary_table
-from .course import autograde_course, build_course
-from .reports import write_gradescope, write_junit
 from .confinement import Limits
+from .course import autograde_course, build_course
 from .errors import GraderError
-from .harness import SOLUTIONS_DIR
-from .harness import grade_file
+from .harness import SOLUTIONS_DIR, grade_file
+from .reports import write_gradescope, write_junit
 from .results import ExerciseResult
 
 
