@@ -1,5 +1,5 @@
 """How often would a correct solution fail chapter 01's wall-clock speed check, and does a
-slow one still fail? Runs the trusted-side check (``grader.timing``) with the exercise's
+slow one still fail? Runs the trusted-side check (``grader.authoring.timing``) with the exercise's
 own goal, workload and timing protocol N times while other processes load every CPU
 core, and prints the counts.
 
@@ -27,8 +27,8 @@ from wrong_ch01 import adaptive_clip_sorted  # noqa: E402
 
 from benchmarking import describe_hardware  # noqa: E402
 from course_models.ch01_models import adaptive_clip  # noqa: E402
-from grader.exercises.ch01_compile import SPEED, SPEED_NUMEL  # noqa: E402
-from grader.timing import measure_ratio  # noqa: E402
+from grader.chapters.ch01_compile import SPEED, SPEED_NUMEL  # noqa: E402
+from grader.authoring.timing import measure_ratio  # noqa: E402
 from solutions.ch01_compile import adaptive_clip_fast  # noqa: E402
 
 

@@ -1,17 +1,25 @@
 """Grading for the course: exercise declarations, notebook checks, nbgrader integration.
 
 Notebooks use one function, ``from grader import check``; ``python -m grader`` is the
-command line for learners, instructors and CI. Importing this package loads nothing
-else, so the sandbox can import its small untrusted-side modules without the exercise
-declarations (which import the reference solutions).
+command line for learners, instructors and CI. The packages are layered by role; each
+imports only those above it in this list::
+
+    sandbox      learner code: the one call, the plain-data boundary, the confined process
+    authoring    what exercises are declared with (Exercise, Case, artifact helpers)
+    chapters     the declarations, one module per chapter, loaded lazily
+    grading      judging: self-study check(), the isolated harness, results, feedback
+    instructor   release, batch autograde, the nbgrader bridge, reports
+    cli          ``python -m grader``
+
+Importing this package loads nothing else, so the sandbox imports only its own modules.
 """
 
 
-def check(exercise_id: str) -> None:
-    """Check the learner's answer to ``exercise_id`` (see :func:`grader.check.check`)."""
-    from .check import check as run_check
+def check(exercise_id: str, hint: bool = False) -> None:
+    """Check the learner's answer to ``exercise_id`` (see :func:`grader.grading.selfstudy.check`)."""
+    from .grading.selfstudy import check as run_check
 
-    run_check(exercise_id, _caller_depth=2)
+    run_check(exercise_id, hint, _caller_depth=2)
 
 
 __all__ = ["check"]

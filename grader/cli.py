@@ -1,4 +1,6 @@
-"""``python -m grader``: check, grade, release and autograde from the command line."""
+"""``python -m grader``: check, grade, release and autograde from the command line.
+
+The instructor's commands import their (nbgrader-heavy) modules only when they run."""
 from __future__ import annotations
 
 import argparse
@@ -6,13 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-from .batch import summary_table
-from .confinement import Limits
-from .course import autograde_course, build_course
 from .errors import GraderError
-from .harness import SOLUTIONS_DIR, grade_file
-from .reports import write_gradescope, write_junit
-from .results import ExerciseResult
+from .grading.harness import SOLUTIONS_DIR, grade_file
+from .grading.results import ExerciseResult
+from .sandbox.confinement import Limits
 
 
 def _table(results: list[ExerciseResult]) -> str:
@@ -40,6 +39,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_grade(args) -> int:
+    from .instructor.reports import write_gradescope, write_junit
+
     submission = grade_file(args.submission, seed=args.seed, limits=_limits(args))
     results = submission.exercises
     report = {"submission": str(args.submission), **submission.to_json()}
@@ -56,6 +57,8 @@ def cmd_grade(args) -> int:
 
 
 def cmd_release(args) -> int:
+    from .instructor.course import build_course
+
     assignments = build_course(args.outdir)
     print(f"course directory: {Path(args.outdir).resolve()}")
     for name in assignments:
@@ -64,6 +67,9 @@ def cmd_release(args) -> int:
 
 
 def cmd_autograde(args) -> int:
+    from .instructor.batch import summary_table
+    from .instructor.course import autograde_course
+
     statuses = autograde_course(args.course_dir, jobs=args.jobs,
                                 limits=Limits(cell_timeout_s=args.cell_timeout, task_timeout_s=args.case_timeout))
     print(summary_table(statuses))

@@ -1,2 +1,11 @@
-"""The untrusted side: a separate process that runs a submission's cells and calls its
-functions. It imports nothing that holds references, hidden seeds or verdicts."""
+"""Everything that touches learner code, and the boundary it must cross.
+
+- :mod:`.calls`: the one place a learner's function is called and its outcome made
+  plain data (used by the sandbox process *and* by ``check()`` in the learner's kernel);
+- :mod:`.plain_data`, :mod:`.graph_codec`: what may cross back, and how graphs do;
+- :mod:`.confinement`, :mod:`.driver`: the confined process, its limits and deadlines;
+- :mod:`.runner` (``python -m grader.sandbox``): the process itself.
+
+The bottom layer of the grader: it imports no other ``grader`` package, so the sandbox
+process never loads reference solutions, hidden seeds or verdicts.
+"""

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.confinement import Limits
-from grader.harness import SOLUTIONS_DIR, grade_file
+from grader.grading.harness import SOLUTIONS_DIR, grade_file
+from grader.sandbox.confinement import Limits
 from notebook_builders import write_answers_only
 
 FAST = Limits(cell_timeout_s=10, task_timeout_s=6, memory_bytes=3 * 2**30,
               protected_paths=(str(SOLUTIONS_DIR),))
-GRADER_FILE = Path(__file__).resolve().parents[2] / "grader" / "exercises" / "ch03_fx.py"
+GRADER_FILE = Path(__file__).resolve().parents[2] / "grader" / "chapters" / "ch03_fx.py"
 
 # A wrong answer the attacks try to get accepted: it leaves every dropout in place.
 WRONG_REMOVE_DROPOUT = "def remove_dropout(gm):\n    return gm\n"
@@ -25,13 +25,13 @@ def code(text: str) -> str:
 
 ATTACKS = {
     "patch_clocks_helpers_and_torch": ("03.remove_dropout", {"03.remove_dropout": WRONG_REMOVE_DROPOUT + code("""
-        import time, torch, grader.artifacts, grader.exercise
+        import time, torch, grader.authoring.artifacts, grader.authoring.exercise
         time.perf_counter = lambda: 0.0
         time.monotonic = lambda: 0.0
         torch.allclose = lambda *a, **k: True
         torch.Tensor.__eq__ = lambda self, other: True
-        grader.artifacts.compare_outputs = lambda *a, **k: grader.exercise.PASS
-        grader.exercise.Verdict.__init__.__defaults__ = (True,)
+        grader.authoring.artifacts.compare_outputs = lambda *a, **k: grader.authoring.exercise.PASS
+        grader.authoring.exercise.Verdict.__init__.__defaults__ = (True,)
         torch.set_default_dtype(torch.float64)
     """)}, (), None),
     "print_fake_success": ("03.remove_dropout", {"03.remove_dropout": WRONG_REMOVE_DROPOUT + code("""
@@ -94,7 +94,7 @@ ATTACKS = {
     "write_into_grader_files": ("03.op_census", {"03.op_census": code(f"""
         import pathlib
         def count_ops(gm):
-            pathlib.Path({str(GRADER_FILE)!r}).write_text("REGISTRY = None")
+            pathlib.Path({str(GRADER_FILE)!r}).write_text("EXERCISES = None")
             return {{}}
     """)}, (), None),
     "lying_return_values": ("03.op_census", {"03.op_census": code("""

@@ -1,7 +1,7 @@
 """Saved records are reused only for the exact submission bytes and seed they came from."""
 import json
 
-from grader.batch import RECORD_VERSION, current_record, submission_digest
+from grader.instructor.batch import RECORD_VERSION, current_record, submission_digest
 
 
 def test_record_is_stale_after_a_resubmission_or_a_new_seed(tmp_path):

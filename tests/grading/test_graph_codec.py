@@ -7,8 +7,8 @@ import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from course_models.fx_models import ConvBNNet, MixedActivations, pointwise_chains, randomize_batchnorm_stats
-from grader.graph_codec import GraphCodecError, decode, encode, pack, unpack
-from grader.plain_data import dumps, loads
+from grader.sandbox.graph_codec import GraphCodecError, decode, encode, pack, unpack
+from grader.sandbox.plain_data import dumps, loads
 
 
 def through_the_wire(gm):

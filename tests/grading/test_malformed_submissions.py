@@ -3,13 +3,13 @@ refused with one clear reason (bad JSON, old nbformat and non-UTF-8 are covered 
 test_notebooks.py and test_cli.py)."""
 import nbformat
 
-from grader.confinement import Limits
-from grader.exercises import load
-from grader.harness import SOLUTIONS_DIR, grade_file
+from grader import chapters
+from grader.grading.harness import SOLUTIONS_DIR, grade_file
+from grader.sandbox.confinement import Limits
 from notebook_builders import write_answers_only
 
 FAST = Limits(cell_timeout_s=30, task_timeout_s=20, protected_paths=(str(SOLUTIONS_DIR),))
-CHAPTER_03 = load().chapter("03")
+CHAPTER_03 = list(chapters.chapter("03"))
 
 
 def strip_nbgrader_metadata(notebook):

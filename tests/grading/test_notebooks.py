@@ -5,7 +5,8 @@ import nbformat
 import pytest
 
 from grader.errors import GraderError
-from grader.notebooks import check_cells, inject_solutions, read_notebook
+from grader.grading.notebooks import check_cells, read_notebook
+from grader.instructor.release import inject_solutions
 
 
 def write_json(path, data):

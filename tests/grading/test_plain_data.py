@@ -6,7 +6,7 @@ import pickle
 import pytest
 import torch
 
-from grader.plain_data import NotPlainData, dumps, loads
+from grader.sandbox.plain_data import NotPlainData, dumps, loads
 
 
 class Payload:

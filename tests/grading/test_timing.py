@@ -1,7 +1,7 @@
 """Trusted-side speed checks: a clearly faster candidate passes, a slower one fails."""
 import time
 
-from grader.timing import SpeedGoal, measure_ratio
+from grader.authoring.timing import SpeedGoal, measure_ratio
 
 
 def spin(seconds: float) -> None:

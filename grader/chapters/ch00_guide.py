@@ -12,8 +12,10 @@ import torch
 
 from course_models import ch00_models as models
 
-from ..artifacts import artifact_error, compare_equal, compare_outputs, seeded_build, short
-from ..exercise import PASS, REGISTRY, Case, Exercise, Verdict
+from ..authoring import (PASS, Case, Exercise, Verdict, artifact_error, compare_equal, compare_outputs,
+                        seeded_build, short)
+
+EXERCISES: list[Exercise] = []  # in notebook order
 
 # --- 00.choose_technology -----------------------------------------------------------
 
@@ -114,9 +116,9 @@ def _compare_choice(expected, got) -> Verdict:
     return Verdict(False, message, expected["choice"], got["choice"])
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="00.choose_technology", title="技术选型 (choosing a technology)", function="choose",
-    reference="solutions.ch00_guide:choose", points=2,
+    points=2,
     public_cases=lambda: [_scenario_case(n, d, s) for n, d, s in PUBLIC_SCENARIOS],
     hidden_cases=lambda rng: [_scenario_case(f"hidden-{i}", _describe(s), s)
                               for i, s in enumerate(_random_scenario(rng) for _ in range(8))],
@@ -131,8 +133,11 @@ REGISTRY.add(Exercise(
 def _benchmark_case(name: str, workload, warmup: int, repeats: int, description: str) -> Case:
     def build():
         fresh = workload()
+        # A sleep overshoots on a loaded machine: "too slow" means half the disturbance (a
+        # cold call, a pause) was folded in, and never less than 3x the steady cost.
+        slow_s = fresh.steady_s + max(fresh.disturbance_s / 2, 2 * fresh.steady_s)
         return {"fn": fresh, "args": (), "warmup": warmup, "repeats": repeats,
-                "synchronize": fresh.synchronize, "true_s": fresh.steady_s}
+                "synchronize": fresh.synchronize, "true_s": fresh.steady_s, "slow_s": slow_s}
     return Case(name, build, description)
 
 
@@ -151,7 +156,8 @@ def benchmark_artifact(function, built) -> dict:
 
 
 def _with_truth(artifact: dict, built: dict) -> dict:
-    return {**artifact, "true_s": built["true_s"], "warmup": built["warmup"], "repeats": built["repeats"]}
+    return {**artifact, "true_s": built["true_s"], "slow_s": built["slow_s"], "warmup": built["warmup"],
+            "repeats": built["repeats"]}
 
 
 def _compare_benchmark(expected, got) -> Verdict:
@@ -167,12 +173,11 @@ def _compare_benchmark(expected, got) -> Verdict:
     if not math.isclose(got["median"], statistics.median(samples), rel_tol=1e-6, abs_tol=1e-9):
         return Verdict(False, "median 应是 samples 的中位数（不是平均值）。",
                        f"{statistics.median(samples):.6f}", f"{got['median']:.6f}")
-    ratio = got["median"] / true_s
     shown = (f"≈ {true_s * 1e3:.1f} ms", f"{got['median'] * 1e3:.2f} ms")
-    if ratio < 0.5:
+    if got["median"] < 0.5 * true_s:
         return Verdict(False, "测得的时间远小于真实耗时：在异步设备上 fn 只是把工作排进队列就返回了，"
                               "计时前、读表前都要调用 synchronize()。", *shown)
-    if ratio > 3:
+    if got["median"] > got["slow_s"]:
         return Verdict(False, "测得的时间远大于稳定状态的耗时：预热调用或偶发停顿被算进去了。", *shown)
     return PASS
 
@@ -199,9 +204,9 @@ def _random_benchmark_case(rng: random.Random, index: int) -> Case:
     return _benchmark_case(f"hidden-{index}", workload, warmup, repeats, kind)
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="00.benchmark", title="写一个诚实的计时函数 (benchmark)", function="benchmark",
-    reference="solutions.ch00_guide:benchmark", points=3,
+    points=3,
     public_cases=lambda: [
         _benchmark_case("cold-start", _cold(0.004, 3, 0.04), 3, 5,
                         "前 3 次调用各 40 ms（像首次编译），之后每次 4 ms"),
@@ -264,9 +269,9 @@ def bottleneck_artifact(function, built) -> dict:
     return {"label": label}
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="00.bottleneck", title="瓶颈分类：开销、内存还是计算", function="bottleneck",
-    reference="solutions.ch00_guide:bottleneck", points=2,
+    points=2,
     public_cases=lambda: [
         _profile_case("MyModel", "mlp", (32, (100, 50, 10)), "种子 MyModel，batch 32"),
         _profile_case("tiny-loop", "pointwise", (4096, 25), "对 4096 个数做 25 轮小的逐点运算（100 次发射）"),
@@ -329,9 +334,9 @@ def _random_export_case(rng: random.Random, index: int) -> Case:
                         [(rng.choice([4, 8, 16]), widths[0])], batches)
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="00.export_dynamic", title="torch.export：动态 batch 维", function="export_with_dynamic_batch",
-    reference="solutions.ch00_guide:export_with_dynamic_batch", points=2,
+    points=2,
     public_cases=lambda: [
         _export_case("MyModel", 0, models.MyModel, [(32, 100)], [1, 5, 32, 100], "种子 MyModel，示例 batch 32"),
         _export_case("ImageClassifier", 1, models.ImageClassifier, [(8, 1, 28, 28)], [1, 3, 64],

@@ -22,21 +22,22 @@ from pathlib import Path
 
 import nbformat
 
+from ..errors import GraderError
+from ..grading.harness import SOLUTIONS_DIR, graded_exercises
+from ..grading.notebooks import check_cells, read_notebook
+from ..sandbox.confinement import Limits
 from .batch import Job, JobStatus, run_jobs, statuses_json
-from .confinement import Limits
-from .errors import GraderError
-from .harness import SOLUTIONS_DIR, graded_exercises
 from .nbgrader_bridge import course_seed, results_path
-from .notebooks import check_cells, inject_solutions, read_notebook, strip_outputs
+from .release import inject_solutions, strip_outputs
 from .reports import write_gradescope, write_junit
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 CONFIG_TEMPLATE = '''\
 """nbgrader configuration written by `python -m grader release`."""
 from pathlib import Path
 
-from grader.nbgrader_bridge import autograde_preprocessors
+from grader.instructor.nbgrader_bridge import autograde_preprocessors
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
 root = Path(__file__).resolve().parent

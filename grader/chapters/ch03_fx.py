@@ -8,9 +8,11 @@ import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from course_models import fx_models as models
-from ..artifacts import (artifact_error, compare_equal, compare_outputs, graph_facts,
-                         graph_pass_artifact, seeded_build, short)
-from ..exercise import REGISTRY, Case, Exercise, PerformanceGoal, Verdict
+
+from ..authoring import (Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
+                        compare_outputs, graph_facts, graph_pass_artifact, seeded_build, short)
+
+EXERCISES: list[Exercise] = []  # in notebook order
 
 RELU_SPELLINGS = ["torch.relu", "F.relu", "nn.ReLU", "Tensor.relu", "torch.tanh"]
 DROPOUT_SPELLINGS = ["nn.Dropout", "F.dropout", "torch.relu", "nn.ReLU"]
@@ -41,9 +43,9 @@ def _compare_census(expected, got) -> Verdict:
         expected["counts"], got["counts"], "统计结果与参考不一致（模块按类名计数，不计 placeholder/get_attr/output）。")
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="03.op_census", title="算子普查 (op census)", function="count_ops",
-    reference="solutions.ch03_fx:count_ops", points=2,
+    points=2,
     public_cases=lambda: [
         Case("SeedModel", seeded_build(0, lambda: _traced(models.SeedModel(), torch.randn(2, 10))),
              "种子文档中的 Linear-ReLU-Linear 模型"),
@@ -71,9 +73,9 @@ def _compare_rewrite(expected, got, *, forbidden: set[str], what: str) -> Verdic
     return compare_outputs(expected["outputs"], got["outputs"])
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="03.relu_to_gelu", title="ReLU → GELU 改写", function="relu_to_gelu",
-    reference="solutions.ch03_fx:relu_to_gelu", points=2,
+    points=2,
     public_cases=lambda: [
         Case("SeedModel", seeded_build(0, lambda: _traced(models.SeedModel(), torch.randn(4, 10))),
              "种子文档中的模型（torch.relu）"),
@@ -91,9 +93,9 @@ REGISTRY.add(Exercise(
 
 DROPOUT_LABELS = {"dropout", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"}
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="03.remove_dropout", title="推理时删除 Dropout", function="remove_dropout",
-    reference="solutions.ch03_fx:remove_dropout", points=2,
+    points=2,
     public_cases=lambda: [
         Case("ModelWithDropout(eval)", seeded_build(0, lambda: _traced(models.ModelWithDropout(), torch.randn(4, 10))),
              "eval 模式下追踪：F.dropout(training=False) 也留在图里"),
@@ -127,9 +129,9 @@ def _compare_folding(expected, got) -> Verdict:
     return compare_outputs(expected["outputs"], got["outputs"], atol=1e-4, rtol=1e-4)
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="03.fold_conv_bn", title="Conv2d + BatchNorm2d 折叠", function="fold_conv_bn",
-    reference="solutions.ch03_fx:fold_conv_bn", points=3,
+    points=3,
     public_cases=lambda: [
         _conv_bn_case("ConvBNNet", 0, models.ConvBNNet, description="两对可折叠的 Conv+BN（一个 conv 没有 bias）和一个池化后的 BN"),
         _conv_bn_case("SharedConvOutput", 1, models.SharedConvOutput, shape=(2, 3, 6, 6),
@@ -188,9 +190,9 @@ def _groups_artifact(function, built) -> dict:
     return {"groups": sorted(sorted(str(getattr(n, "name", n)) for n in group) for group in groups)}
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="03.fusion_groups", title="逐点算子融合分组 (fusion groups)", function="find_fusion_groups",
-    reference="solutions.ch03_fx:find_fusion_groups", points=3,
+    points=3,
     public_cases=lambda: [
         _aten_case("pointwise_chains", models.pointwise_chains, "被 matmul 和多次使用的值切开的逐点链"),
         _aten_case("single_chain", lambda x, y: torch.relu((x + 1) * 2 - 0.5), "一条完整的逐点链"),

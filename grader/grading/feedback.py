@@ -1,20 +1,23 @@
-"""Learner-facing feedback, in Chinese: which case failed, expected vs got, a hint.
+"""Learner-facing feedback, in Chinese: the status, which case failed, expected vs got, a hint.
 
-Hidden cases are reported as pass/fail with the hint only: their inputs never appear.
+Hidden cases are reported as pass/fail only: their inputs never appear. The hint names
+the approach, so self-study shows it only after a repeated failure (or on request).
 """
 from __future__ import annotations
 
-from .exercise import Exercise
+from ..authoring import Exercise
 from .results import ExerciseResult
 
 
-def format_result(result: ExerciseResult, exercise: Exercise) -> str:
+def format_result(result: ExerciseResult, exercise: Exercise, *, show_hint: bool = True) -> str:
     public = [c for c in result.cases if not c.hidden]
     hidden = [c for c in result.cases if c.hidden]
-    score = f"（{result.points}/{result.max_points} 分）"
+    score = f"（{result.points:g}/{result.max_points:g} 分）"
     if result.passed:
         counts = f"{len(public)} 个公开用例" + (f"、{len(hidden)} 个隐藏用例" if hidden else "")
         return f"✅ {exercise.id} {exercise.title} 通过{score}：{counts}全部通过。"
+    if result.unanswered:
+        return f"⬜ {exercise.id} {exercise.title} 还没有作答{score}：{result.error}"
     lines = [f"❌ {exercise.id} {exercise.title} 未通过{score}"]
     if result.error is not None:
         lines.append(f"  {result.error}")
@@ -29,6 +32,6 @@ def format_result(result: ExerciseResult, exercise: Exercise) -> str:
     if hidden:
         failed = sum(not c.verdict.ok for c in hidden)
         lines.append(f"  隐藏用例：{len(hidden) - failed}/{len(hidden)} 通过")
-    if exercise.hint:
+    if exercise.hint and show_hint:
         lines.append(f"  提示：{exercise.hint}")
     return "\n".join(lines)

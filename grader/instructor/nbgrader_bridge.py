@@ -15,11 +15,11 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.v4 import new_output
 from traitlets import Unicode
 
+from ..grading.feedback import format_result
+from ..grading.harness import grade_notebook, graded_exercises
+from ..grading.notebooks import CHECK_PREFIX, exercise_id, grade_id
+from ..grading.results import ExerciseResult, results_from_json
 from .batch import current_record
-from .feedback import format_result
-from .harness import graded_exercises, grade_notebook
-from .notebooks import CHECK_PREFIX, exercise_id, grade_id
-from .results import ExerciseResult, results_from_json
 
 
 def results_path(course_root: Path, student: str, assignment: str, notebook: str) -> Path:

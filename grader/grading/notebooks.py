@@ -1,4 +1,4 @@
-"""Reading notebooks safely, finding their graded cells, and injecting reference solutions.
+"""Reading notebooks safely and finding their graded cells.
 
 Cell conventions (every chapter): an answer cell has nbgrader metadata
 ``solution: true`` and ``grade_id: "answer-03-remove_dropout"`` and holds a stub ending in
@@ -7,20 +7,13 @@ Cell conventions (every chapter): an answer cell has nbgrader metadata
 """
 from __future__ import annotations
 
-import ast
-import copy
-import inspect
 import json
-import textwrap
 from pathlib import Path
 
 import nbformat
 
-from .errors import GraderError
-from .exercise import Exercise
-from .exercises import load as load_exercises
-
-REGISTRY = load_exercises()
+from .. import chapters
+from ..errors import GraderError
 
 ANSWER_PREFIX, CHECK_PREFIX = "answer-", "check-"
 
@@ -69,44 +62,9 @@ def check_cells(notebook) -> dict[str, dict]:
     for cell in notebook.cells:
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade") and grade_id(cell).startswith(CHECK_PREFIX):
             identifier = exercise_id(grade_id(cell))
-            REGISTRY.get(identifier)
+            chapters.get(identifier)
             cells[identifier] = cell
     if not cells:
         raise GraderError("the notebook has no graded cells (no cell with nbgrader grade_id 'check-…')")
     return cells
 
-
-def reference_body(function) -> str:
-    """Source of ``function``'s body without its docstring, indented by four spaces."""
-    source = textwrap.dedent(inspect.getsource(function))
-    definition = ast.parse(source).body[0]
-    body = definition.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-        body = body[1:]
-    lines = source.splitlines()[body[0].lineno - 1:definition.end_lineno]
-    return textwrap.indent(textwrap.dedent("\n".join(lines)), "    ")
-
-
-def _solution_source(stub: str, exercise: Exercise) -> str:
-    lines = stub.rstrip().splitlines()
-    if not lines or not lines[-1].strip().startswith("raise NotImplementedError"):
-        raise GraderError(f"answer cell of {exercise.id} must end with 'raise NotImplementedError(...)'")
-    return "\n".join(lines[:-1] + ["    ### BEGIN SOLUTION", reference_body(exercise.reference_function),
-                                   "    ### END SOLUTION"])
-
-
-def inject_solutions(notebook) -> nbformat.NotebookNode:
-    """A copy whose answer cells hold the reference solutions between nbgrader markers."""
-    filled = copy.deepcopy(notebook)
-    for cell in filled.cells:
-        if grade_id(cell).startswith(ANSWER_PREFIX):
-            cell.source = _solution_source(cell.source, REGISTRY.get(exercise_id(grade_id(cell))))
-    return filled
-
-
-def strip_outputs(notebook) -> nbformat.NotebookNode:
-    clean = copy.deepcopy(notebook)
-    for cell in clean.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    return clean

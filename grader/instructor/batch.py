@@ -16,8 +16,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .confinement import Limits
-from .errors import GraderError
+from ..errors import GraderError
+from ..sandbox.confinement import Limits
 
 RECORD_VERSION = 1
 
@@ -69,11 +69,10 @@ def current_record(record_path, submission_path, seed: int) -> dict | None:
 
 def grade_job(job: Job) -> JobStatus:
     """Grade one submission (runs in a worker process)."""
-    from .exercises import load
-    from .harness import grade_file
+    from .. import chapters
+    from ..grading.harness import grade_file
 
-    registry = load()
-    exercises = [registry.get(i) for i in job.exercise_ids]
+    exercises = [chapters.get(i) for i in job.exercise_ids]
     max_points = sum(e.points for e in exercises)
     start = time.monotonic()
     record = current_record(job.record_path, job.path, job.seed)

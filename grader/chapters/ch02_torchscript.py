@@ -13,8 +13,9 @@ import torch
 
 from course_models import ch02_models as models
 
-from ..artifacts import artifact_error, compare_equal, seeded_build, short
-from ..exercise import PASS, REGISTRY, Case, Exercise, Verdict
+from ..authoring import PASS, Case, Exercise, Verdict, artifact_error, compare_equal, seeded_build, short
+
+EXERCISES: list[Exercise] = []  # in notebook order
 
 TRUSTED_NAMESPACES = ("aten::", "prim::")
 
@@ -106,9 +107,9 @@ def _random_trace_case(rng: random.Random, index: int) -> Case:
                        freeze=True)
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="02.trace_divergence", title="找出追踪结果与即时执行不一致的输入", function="find_divergent_inputs",
-    reference="solutions.ch02_torchscript:find_divergent_inputs", points=2,
+    points=2,
     public_cases=lambda: [
         _trace_case("TensorFlagModel", 0, models.TensorFlagModel, lambda: (torch.randn(3, 4), torch.tensor(True)),
                     _flag_inputs([True, False, True, False]), description="张量形式的开关：追踪时的分支被固化"),
@@ -180,9 +181,9 @@ def _run_scripted(artifact, built) -> dict:
     return {"outputs": outputs}
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="02.make_scriptable", title="改写模块使其可以 torch.jit.script", function="make_scriptable",
-    reference="solutions.ch02_torchscript:make_scriptable", points=3,
+    points=3,
     public_cases=lambda: [_gate_case("NumpyGate(8)", 0, 8, "两个分支 × temperature ∈ {None, 0.5, 2.0}")],
     hidden_cases=lambda rng: [_gate_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([4, 6, 12, 16]))
                               for i in range(3)],
@@ -231,9 +232,9 @@ def _compare_census(expected, got) -> Verdict:
     return PASS
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="02.ir_census", title="TorchScript IR 普查：算子与嵌套块", function="ir_census",
-    reference="solutions.ch02_torchscript:ir_census", points=2,
+    points=2,
     public_cases=lambda: [
         _source_case("halve_or_shift", models.LOOP_WITH_BRANCH, "prim::Loop 里套一个 prim::If"),
         _module_case("BoolFlagModel", models.BoolFlagModel, "脚本化模块：prim::GetAttr、prim::CallMethod 和一个 prim::If"),
@@ -285,9 +286,9 @@ def _run_exported(artifact, built) -> dict:
     return {"outputs": outputs}
 
 
-REGISTRY.add(Exercise(
+EXERCISES.append(Exercise(
     id="02.export_migration", title="把 TorchScript 部署迁移到 torch.export（动态 batch）", function="migrate",
-    reference="solutions.ch02_torchscript:migrate", points=3,
+    points=3,
     public_cases=lambda: [_ranker_case("DeployedRanker", 0, 6, 5, 4, f"在 batch ∈ {CHECK_BATCHES} 上运行导出的程序")],
     hidden_cases=lambda rng: [_ranker_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 6, 10]),
                                            rng.choice([4, 7, 9]), rng.choice([2, 5, 8])) for i in range(2)],

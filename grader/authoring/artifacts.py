@@ -10,8 +10,8 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
+from ..sandbox.graph_codec import GraphCodecError, decode, encode
 from .exercise import PASS, Verdict
-from .graph_codec import GraphCodecError, decode, encode
 
 MAX_SHOWN = 300  # characters of expected/got shown in feedback
 
@@ -52,14 +52,18 @@ def graph_pass_artifact(function: Callable, built: dict) -> dict:
         return {"error": f"返回的图无法评分：{error}（图中只能调用 torch 的函数、Tensor 方法和 torch.nn 的层）。"}
 
 
-def graph_facts(artifact: dict, built: dict) -> dict:
-    """Trusted side: rebuild the graph from its serialised form, list its nodes, run it."""
+def graph_facts(artifact: dict, built: dict, *, drop_unused: bool = False) -> dict:
+    """Trusted side: rebuild the graph from its serialised form (``drop_unused``: without
+    nodes nothing uses), list its nodes, run it."""
     if "error" in artifact:
         return artifact
     try:
         gm = decode(artifact["graph"])
     except GraphCodecError as error:
         return {"error": f"返回的图不合法，无法重建：{error}"}
+    if drop_unused:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
     try:
         with torch.no_grad():
             outputs = gm(*built["inputs"])

@@ -15,21 +15,11 @@ The split mirrors where code runs:
 """
 from __future__ import annotations
 
-import importlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import UnknownExercise
-
-
-def resolve(name: str):
-    """``"package.module:attribute"`` → the object it names."""
-    module_name, _, qualname = name.partition(":")
-    value = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
+from ..sandbox.calls import resolve
 
 
 @dataclass(frozen=True)
@@ -78,12 +68,11 @@ def keep_artifact(artifact: Any, built: dict) -> Any:
 
 @dataclass(frozen=True)
 class Exercise:
-    """Everything the grader knows about one exercise, declared once."""
+    """Everything the grader knows about one exercise, declared once in its chapter module."""
 
     id: str                      # "03.remove_dropout": chapter, dot, name
     title: str                   # Chinese, shown in feedback
     function: str                # the name the learner defines in the answer cell
-    reference: str               # "solutions.ch03_fx:count_ops", imported on the trusted side only
     points: int
     public_cases: Callable[[], list[Case]]
     hidden_cases: Callable[[random.Random], list[Case]]
@@ -92,6 +81,10 @@ class Exercise:
     hint: str = ""
     performance: PerformanceGoal | None = None
     analyze: Callable[[Any, dict], Any] = keep_artifact
+    # "package.module:function"; the chapter catalog fills in solutions.<chapter module>:<function>.
+    reference: str = ""
+    # Cases test independent things: each passed case earns its share of the points.
+    partial_credit: bool = False
 
     @property
     def chapter(self) -> str:
@@ -99,7 +92,7 @@ class Exercise:
 
     @property
     def reference_function(self) -> Callable:
-        """The reference implementation (the sandbox cannot import it: it is hidden there)."""
+        """The reference implementation (trusted side only: the sandbox cannot see it)."""
         return resolve(self.reference)
 
     @property
@@ -109,28 +102,3 @@ class Exercise:
         if "<" in name:
             raise ValueError(f"{self.id}: produce must be a module-level function, not {name}")
         return name
-
-
-@dataclass
-class Registry:
-    """All declared exercises, by id (insertion order = order in the notebook)."""
-
-    exercises: dict[str, Exercise] = field(default_factory=dict)
-
-    def add(self, exercise: Exercise) -> Exercise:
-        if exercise.id in self.exercises:
-            raise ValueError(f"exercise {exercise.id!r} declared twice")
-        self.exercises[exercise.id] = exercise
-        return exercise
-
-    def get(self, exercise_id: str) -> Exercise:
-        try:
-            return self.exercises[exercise_id]
-        except KeyError:
-            raise UnknownExercise(exercise_id, self.exercises) from None
-
-    def chapter(self, chapter: str) -> list[Exercise]:
-        return [e for e in self.exercises.values() if e.chapter == chapter]
-
-
-REGISTRY = Registry()

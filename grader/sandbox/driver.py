@@ -8,6 +8,7 @@ one bad exercise never costs the others their points.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import select
@@ -22,9 +23,9 @@ from pathlib import Path
 
 import torch
 
+from .calls import read_outcome
 from .confinement import Limits, confine, strong_isolation_available
 from .graph_codec import pack
-from .plain_data import NotPlainData, loads
 
 OUTPUT_TAIL_BYTES = 4000
 SANDBOX_UID_BASE = 61000
@@ -41,24 +42,33 @@ class Task:
 
 
 @dataclass
-class TaskOutcome:
-    payload: dict | None = None  # what the sandbox wrote, already checked to be plain data
-    failure: str | None = None   # why there is no payload (Chinese, for feedback)
-
-
-@dataclass
 class SandboxReport:
-    outcomes: dict[int, TaskOutcome]
+    outcomes: dict[int, dict]    # task id -> outcome (see grader.sandbox.calls)
     cell_errors: dict[int, str] = field(default_factory=dict)
     skipped_cells: dict[int, str] = field(default_factory=dict)
     isolation: str = ""
     output_tail: str = ""
 
 
+def _import_roots() -> str:
+    """Where this process imports the course's packages from, so that the sandbox runs the
+    very same code (not whatever copy an editable install happens to point at)."""
+    roots = []
+    for package in ("grader", "course_models"):
+        root = str(Path(importlib.util.find_spec(package).origin).parent.parent)
+        if root not in roots:
+            roots.append(root)
+    return os.pathsep.join(roots)
+
+
 def _clean_environment(home: Path) -> dict:
+    """Only what Python needs; every place a library writes to (temporary files, Inductor's
+    caches and precompiled headers, which it keys by user name) lies inside ``home``, which
+    is deleted with the attempt, so no submission sees another's files."""
     keep = ("PATH", "LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS")
     env = {k: os.environ[k] for k in keep if k in os.environ}
-    env.update(HOME=str(home), MPLCONFIGDIR=str(home / ".mpl"), PYTHONDONTWRITEBYTECODE="1",
+    env.update(HOME=str(home), TMPDIR=str(home / "tmp"), USER="sandbox", LOGNAME="sandbox",
+               PYTHONPATH=_import_roots(), MPLCONFIGDIR=str(home / ".mpl"), PYTHONDONTWRITEBYTECODE="1",
                PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=str(home / ".inductor"))
     return env
 
@@ -70,9 +80,9 @@ class _Attempt:
         self.work = work
         torch.save(request, work / "request.pt")
         home = work / "home"
-        home.mkdir(exist_ok=True)
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
         if uid is not None:
-            for path in (work, home, work / "request.pt"):
+            for path in (work, home, home / "tmp", work / "request.pt"):
                 os.chown(path, uid, uid)
         staging = work.parent / f"staging-{work.name}"
         staging.mkdir()
@@ -146,16 +156,10 @@ class _Attempt:
         return f"以退出码 {code} 结束"
 
 
-def _read_payload(path: Path) -> TaskOutcome:
+def _read_outcome(path: Path) -> dict:
     if not path.is_file():
-        return TaskOutcome(failure="沙箱没有写出这个用例的结果。")
-    try:
-        payload = loads(path.read_bytes())
-    except NotPlainData as error:
-        return TaskOutcome(failure=f"返回值不是允许的普通数据（{error}）。")
-    if type(payload) is not dict:
-        return TaskOutcome(failure="沙箱写出的结果格式不对。")
-    return TaskOutcome(payload=payload)
+        return {"error": "no_result"}
+    return read_outcome(path.read_bytes())
 
 
 def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limits = Limits()) -> SandboxReport:
@@ -184,26 +188,27 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
             report.output_tail = (work.parent / f"output-{work.name}.txt").read_bytes()[-OUTPUT_TAIL_BYTES:].decode(errors="replace")
             for task in list(remaining):
                 if task.id in done_tasks:
-                    report.outcomes[task.id] = _read_payload(work / f"task-{task.id}.pt")
+                    report.outcomes[task.id] = _read_outcome(work / f"task-{task.id}.pt")
                     remaining.remove(task)
             if finished or not remaining:
                 break
             how = "超时" if timed_out else f"导致沙箱进程{attempt.exit_description()}"
             if current is None:
                 for task in remaining:
-                    report.outcomes[task.id] = TaskOutcome(failure=f"沙箱进程在运行你的代码时{how}。")
+                    report.outcomes[task.id] = {"error": "crashed", "detail": f"沙箱进程在运行你的代码时{how}。"}
                 break
             kind, identifier = current
             if kind == "cell":
                 report.skipped_cells[identifier] = how
             else:
                 blamed = next(t for t in remaining if t.id == identifier)
-                report.outcomes[identifier] = TaskOutcome(failure=f"你的函数在这个用例上{how}"
-                                                          f"（时限 {limits.task_timeout_s:g} 秒）。")
+                report.outcomes[identifier] = (
+                    {"error": "timeout", "seconds": limits.task_timeout_s} if timed_out
+                    else {"error": "crashed", "detail": f"你的函数在这个用例上{how}。"})
                 # The same function would most likely do it again: spend no more time on it.
                 for task in remaining:
                     if task.function == blamed.function and task.id != identifier:
-                        report.outcomes[task.id] = TaskOutcome(failure=f"同一练习的前一个用例{how}，其余用例没有再运行。")
+                        report.outcomes[task.id] = {"error": "skipped", "detail": f"同一练习的前一个用例{how}，其余用例没有再运行。"}
                 remaining = [t for t in remaining if t.function != blamed.function]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,345 @@
+"""Chapter 05 (TorchDynamo) exercises: a bytecode → FX tracer, a reader of Dynamo's
+transformed bytecode, a guard predictor, compiling once for every batch size, and the
+cache lookup of the C frame-evaluation hook redone in Python.
+
+Graded on artifacts: the op list and outputs of a rebuilt graph, names and counts of
+compiled and resume functions (never raw opcodes: they change between Python versions),
+which calls Dynamo really compiled (measured), and compile ids of real cache entries.
+Every case calls ``torch._dynamo.reset()`` first; only the cheap ``"eager"`` backend or a
+``CompileCounter`` is used, never Inductor.
+"""
+from __future__ import annotations
+
+import random
+
+import torch
+import torch._dynamo
+import torch.fx as fx
+from torch._dynamo.testing import CompileCounter
+
+from course_models import ch05_models as models
+
+from ..authoring import (PASS, Case, Exercise, Verdict, artifact_error, compare_equal, compare_outputs,
+                         graph_facts, graph_pass_artifact, seeded_build, short)
+
+EXERCISES: list[Exercise] = []  # in notebook order
+
+SIZE = 4  # programs run on SIZE×SIZE tensors
+
+
+# --- 05.bytecode_tracer --------------------------------------------------------------------
+
+def _program_case(name: str, source: str, seed: int, description: str = "") -> Case:
+    arguments = models.load_program(source).__code__.co_argcount
+    return Case(name, seeded_build(seed, lambda: {
+        "source": source, "inputs": tuple(torch.randn(SIZE, SIZE) for _ in range(arguments))}), description)
+
+
+class _NoOtherTracer:
+    """While the learner's tracer runs, FX's own tracer is refused and torch.compile runs
+    eagerly: the exercise is to interpret the bytecode, not to call another tracer."""
+
+    def __enter__(self):
+        self.trace, self.stance = fx.Tracer.trace, torch.compiler.set_stance("force_eager")
+        self.stance.__enter__()
+
+        def refused(*args, **kwargs):
+            raise RuntimeError("评分时不能调用 torch.fx 的 symbolic_trace：请自己解释字节码。")
+        fx.Tracer.trace = refused
+
+    def __exit__(self, *exc):
+        fx.Tracer.trace = self.trace
+        self.stance.__exit__(*exc)
+
+
+def tracer_artifact(function, built) -> dict:
+    """Sandbox side: the learner's graph of the case's program, serialised."""
+    fn = models.load_program(built["source"])
+    with _NoOtherTracer():
+        return graph_pass_artifact(function, {"module": fn})
+
+
+def tracer_facts(artifact: dict, built: dict) -> dict:
+    """Trusted side: the rebuilt graph without unused nodes, its ops and outputs."""
+    return graph_facts(artifact, built, drop_unused=True)
+
+
+def _compare_traced(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    verdict = compare_equal(expected["nodes"], got["nodes"],
+                            "图的节点（去掉没人用的节点之后，按顺序）与参考不同：每条 CALL / BINARY_OP 指令应成为一个节点，"
+                            "参数各是一个 placeholder。")
+    if not verdict.ok:
+        return verdict
+    verdict = compare_outputs(expected["outputs"], got["outputs"])
+    if not verdict.ok:
+        return Verdict(False, "图的输出与原函数不同：检查操作数的顺序（栈顶是右操作数）和常量。",
+                       verdict.expected, verdict.got)
+    return PASS
+
+
+EXERCISES.append(Exercise(
+    id="05.bytecode_tracer", title="迷你字节码 → FX 追踪器", function="bytecode_to_fx", points=3,
+    public_cases=lambda: [
+        _program_case(name, source, index, description)
+        for index, (name, description) in enumerate([
+            ("affine_relu", "矩阵乘、加法、torch.relu、乘以常量"),
+            ("normalize", "带关键字参数的方法调用 x.mean(dim=0, keepdim=True)"),
+            ("gated", "常量在左边的减法 1 - gate，取负 -y")])
+        for source in [models.STRAIGHT_LINE_PROGRAMS[name]]
+    ],
+    hidden_cases=lambda rng: [
+        _program_case(f"hidden-{i}", models.random_straight_line(rng, f"program_{i}", rng.randint(1, 3),
+                                                                 rng.randint(4, 7)), rng.randrange(10**6))
+        for i in range(4)
+    ],
+    produce=tracer_artifact, analyze=tracer_facts, compare=_compare_traced, partial_credit=True,
+    hint="用一个 Python 列表模拟 CPython 的值栈：LOAD_FAST 压入 placeholder 节点，LOAD_CONST 压入常量，"
+         "LOAD_GLOBAL/LOAD_METHOD 按 NULL 规则压入两项，CALL n 弹出 n 个参数和下面的两项（KW_NAMES 给出最后几个参数的名字），"
+         "BINARY_OP 先弹出右操作数；参数里有节点就 graph.call_function / call_method，否则直接算出常量；RETURN_VALUE → graph.output。",
+))
+
+
+# --- 05.bytecode_inspector ----------------------------------------------------------------------
+
+def _break_case(name: str, source: str, seed: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {"source": source, "x": torch.randn(SIZE).abs() + 0.1}),
+                description)
+
+
+def _is_report(value) -> bool:
+    return (isinstance(value, list) and all(
+        isinstance(r, dict) and set(r) == {"name", "compiled", "resumes"} and isinstance(r["name"], str)
+        and type(r["compiled"]) is int and type(r["resumes"]) is int for r in value))
+
+
+def inspector_artifact(function, built) -> dict:
+    fn = models.load_program(built["source"])
+    torch._dynamo.reset()
+    try:
+        with models.quiet_dynamo():
+            report = function(fn, (built["x"].clone(),))
+    finally:
+        torch._dynamo.reset()
+    if not _is_report(report):
+        return {"error": "inspect_bytecode 应返回 list，每项是 {'name': str, 'compiled': int, 'resumes': int}，"
+                         f"实际返回了 {short(report)}。"}
+    return {"report": report}
+
+
+def _compare_reports(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    want, have = expected["report"], got["report"]
+    if len(want) != len(have):
+        return Verdict(False, "Dynamo 改写的帧（代码对象）个数不对：原函数一个，每个被调用到的续行函数 (resume function) 各一个。",
+                       short([r["name"] for r in want]), short([r["name"] for r in have]))
+    for index, (w, h) in enumerate(zip(want, have)):
+        if w != h:
+            return Verdict(False, f"第 {index} 个被改写的帧不同（name 是原代码对象的 co_name；"
+                                  "compiled / resumes 数的是新字节码用 LOAD_GLOBAL 读取的不同名字）。", short(w), short(h))
+    return PASS
+
+
+EXERCISES.append(Exercise(
+    id="05.bytecode_inspector", title="读 Dynamo 改写后的字节码：编译图与续行函数", function="inspect_bytecode",
+    points=2,
+    public_cases=lambda: [
+        _break_case("one_print", models.BREAK_PROGRAMS["one_print"], 0, "print 中断一次：两个帧"),
+        _break_case("two_breaks", models.BREAK_PROGRAMS["two_breaks"], 1, "两次 graph_break()：三个帧"),
+        _break_case("value_branch", models.BREAK_PROGRAMS["value_branch"], 2,
+                    "按张量的值分支：新字节码里有两个续行函数，只有走到的那个被编译"),
+    ],
+    hidden_cases=lambda rng: [
+        _break_case(f"hidden-{i}", models.random_break_program(rng, f"program_{i}"), rng.randrange(10**6))
+        for i in range(1)
+    ],
+    produce=inspector_artifact, compare=_compare_reports, partial_credit=True,
+    hint="register_bytecode_hook(hook) 的 hook(code, new_code) 在每个帧编译完成时被调用一次（包括续行函数的帧），"
+         "用完 handle.remove()；在 dis.get_instructions(new_code) 里找 opname == 'LOAD_GLOBAL' 的指令，"
+         "数 argval 以 '__compiled_fn' 和 '__resume_at' 开头的不同名字。",
+))
+
+
+# --- 05.guard_predictor ------------------------------------------------------------------------
+
+def _spec(size=4, dtype="float32", requires_grad=False, n=2, flag=True) -> dict:
+    return {"size": size, "dtype": dtype, "requires_grad": requires_grad, "n": n, "flag": flag}
+
+
+def _guard_case(name: str, calls: list[dict], dynamic, description: str = "") -> Case:
+    return Case(name, lambda: {"calls": [dict(c) for c in calls], "dynamic": dynamic}, description)
+
+
+def predictor_artifact(function, built) -> dict:
+    prediction = function([dict(c) for c in built["calls"]], built["dynamic"])
+    if not isinstance(prediction, (list, tuple)) or not all(type(p) is bool for p in prediction):
+        return {"error": f"predict_recompiles 应返回由 bool 组成的 list，实际返回了 {short(prediction)}。"}
+    return {"prediction": list(prediction)}
+
+
+_MEASURED: dict = {}
+
+
+def _with_measurement(artifact: dict, built: dict) -> dict:
+    """Trusted side: which calls Dynamo really compiled (measured once per case)."""
+    if "error" in artifact:
+        return artifact
+    key = (repr(built["calls"]), built["dynamic"])
+    if key not in _MEASURED:
+        _MEASURED[key] = models.measure_compiles(built["calls"], built["dynamic"])
+    return {**artifact, "measured": _MEASURED[key], "calls": built["calls"], "dynamic": built["dynamic"]}
+
+
+def _compare_prediction(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    measured, prediction = got["measured"], got["prediction"]
+    if len(prediction) != len(measured):
+        return Verdict(False, "每次调用应有一个预测（True = 这次调用会编译）。", str(len(measured)), str(len(prediction)))
+    for index, (m, p) in enumerate(zip(measured, prediction)):
+        if m != p:
+            return Verdict(False, f"第 {index} 次调用（dynamic={got['dynamic']}，参数 {got['calls'][index]}）"
+                                  f"{'实际编译了' if m else '实际命中了缓存'}。", short(measured), short(prediction))
+    return PASS
+
+
+EXERCISES.append(Exercise(
+    id="05.guard_predictor", title="守卫预测器：哪些调用会重新编译", function="predict_recompiles", points=2,
+    public_cases=lambda: [
+        _guard_case("int-then-shape", [_spec(n=2), _spec(n=5), _spec(n=7), _spec(size=8, n=7), _spec(size=3, n=2)],
+                    None, "整数参数和形状先后变化：自动动态"),
+        _guard_case("same-calls-static", [_spec(n=2), _spec(n=5), _spec(n=2), _spec(size=8, n=5)], False,
+                    "dynamic=False：每组新的值编译一次，旧的值命中缓存"),
+        _guard_case("flag-dtype-grad", [_spec(), _spec(flag=False), _spec(), _spec(dtype="float64"),
+                                        _spec(requires_grad=True), _spec(size=6, requires_grad=True)], None,
+                    "bool、dtype、requires_grad 都有守卫"),
+    ],
+    hidden_cases=lambda rng: [
+        _guard_case(f"hidden-{i}", models.random_calls(rng, rng.randint(5, 8)), rng.choice([None, False]))
+        for i in range(2)
+    ],
+    produce=predictor_artifact, analyze=_with_measurement, compare=_compare_prediction, partial_credit=True,
+    hint="维护一个缓存条目列表：每个条目记下编译时的 (size, dtype, requires_grad, n, flag) 和其中哪些是动态的；"
+         "一次调用命中 = 某个条目的每个静态字段都相等。未命中才编译：dynamic=None 时，size 或 n 只要和第一次编译时的值不同，"
+         "之后编译的条目就把它当作动态（接受任何值）；bool、dtype、requires_grad 永远是静态的；dynamic=False 时一切都是静态的。",
+))
+
+
+# --- 05.compile_once --------------------------------------------------------------------------
+
+def _batch_case(name: str, model: str, batches: list[int], seed: int, description: str = "") -> Case:
+    def make():
+        return {"fn": models.BATCH_MODELS[model], "w": torch.randn(models.FEATURES, models.FEATURES) * 0.3,
+                "xs": [torch.randn(b, models.FEATURES) for b in batches]}
+    return Case(name, seeded_build(seed, make), description)
+
+
+def compile_once_artifact(function, built) -> dict:
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    try:
+        compiled = function(built["fn"], counter)
+        with models.quiet_dynamo():
+            outputs = [compiled(x.clone(), built["w"]) for x in built["xs"]]
+    finally:
+        torch._dynamo.reset()
+    if not all(type(o) is torch.Tensor for o in outputs):
+        return {"error": f"compile_once 返回的函数应返回张量，实际返回了 {short(outputs[0])}。"}
+    return {"outputs": [o.detach() for o in outputs], "frames": counter.frame_count}
+
+
+def _compare_compile_once(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    verdict = compare_outputs(expected["outputs"], got["outputs"])
+    if not verdict.ok:
+        return Verdict(False, "某个批大小的输出与原函数不同。", verdict.expected, verdict.got)
+    return compare_equal(1, got["frames"], "后端应恰好被调用 1 次（frame_count == 1）：0 次说明没有编译，"
+                                           "多于 1 次说明某个批大小触发了重新编译。")
+
+
+def _random_batches(rng: random.Random) -> list[int]:
+    first = rng.choice([models.FEATURES, rng.randint(2, 64)])
+    return [first] + [rng.randint(2, 64) for _ in range(rng.randint(3, 5))]
+
+
+EXERCISES.append(Exercise(
+    id="05.compile_once", title="一次编译，覆盖批大小 2–64", function="compile_once", points=2,
+    public_cases=lambda: [
+        _batch_case("mlp-8-first", "batch_mlp", [8, 16, 3, 64], 0, "第一个批大小恰好等于特征维 8"),
+        _batch_case("positions-8-first", "batch_positions", [8, 2, 40, 17], 1, "x.shape[0] 参与 Python 计算"),
+        _batch_case("halves-8-first", "batch_halves", [8, 9, 64, 2], 2, "在 x.shape[0] // 2 处切片"),
+    ],
+    hidden_cases=lambda rng: [
+        _batch_case(f"hidden-{i}", rng.choice(sorted(models.BATCH_MODELS)), _random_batches(rng), rng.randrange(10**6))
+        for i in range(1)
+    ],
+    produce=compile_once_artifact, compare=_compare_compile_once, partial_credit=True,
+    hint="dynamic=None 先编译一张静态图；dynamic=True 把所有维度都当作动态，第一个批大小等于 8 时会和特征维"
+         "“鸭子合并”(duck sizing) 成同一个符号。只把 x 的第 0 维标为动态：在调用编译后的函数之前 torch._dynamo.mark_dynamic(x, 0)。",
+))
+
+
+# --- 05.cache_lookup ----------------------------------------------------------------------------
+
+def _lookup_case(name: str, setup: list[dict], probes: list[dict], description: str = "") -> Case:
+    return Case(name, lambda: {"setup": [dict(c) for c in setup], "probes": [dict(c) for c in probes]}, description)
+
+
+def lookup_artifact(function, built) -> dict:
+    """Sandbox side: compile ``scale_shift`` on the setup calls, then for each probe ask the
+    learner which cache entry it would run, and run it."""
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(models.scale_shift, backend=counter)
+    answers, compiled_flags = [], []
+    try:
+        with models.quiet_dynamo():
+            for spec in built["setup"]:
+                compiled(*models.make_call(spec))
+            for spec in built["probes"]:
+                answers.append(function(models.scale_shift, models.make_call(spec)))
+                before = counter.frame_count
+                compiled(*models.make_call(spec))
+                compiled_flags.append(counter.frame_count > before)
+    finally:
+        torch._dynamo.reset()
+    if not all(a is None or type(a) is str for a in answers):
+        return {"error": f"cached_entry 应返回编译 id 字符串（如 '0/1'）或 None，实际返回了 {short(answers)}。"}
+    return {"answers": answers, "compiled": compiled_flags}
+
+
+def _compare_lookup(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    for index, (e, g) in enumerate(zip(expected["answers"], got["answers"])):
+        if e != g:
+            return Verdict(False, f"第 {index} 个探测调用选中的缓存条目不同（None 表示没有条目的守卫通过，调用会重新编译；"
+                                  f"这次调用实际{'重新编译了' if got['compiled'][index] else '命中了缓存'}）。",
+                           short(expected["answers"]), short(got["answers"]))
+    return PASS
+
+
+def _random_lookup(rng: random.Random, index: int) -> Case:
+    calls = models.random_calls(rng, rng.randint(6, 9))
+    split = rng.randint(2, 4)
+    return _lookup_case(f"hidden-{index}", calls[:split], calls[split:])
+
+
+EXERCISES.append(Exercise(
+    id="05.cache_lookup", title="用 Python 重做缓存查找：哪个缓存条目会运行", function="cached_entry", points=2,
+    public_cases=lambda: [
+        _lookup_case("two-accept", [_spec(n=2), _spec(n=5)], [_spec(n=2), _spec(n=7), _spec(size=6)],
+                     "静态条目和动态条目都接受 n=2：先检查的那个胜出"),
+        _lookup_case("flags", [_spec(), _spec(n=5), _spec(n=2, flag=False)],
+                     [_spec(), _spec(n=7, flag=False), _spec(dtype="float64"), _spec(dtype="float64")],
+                     "bool 与 dtype 的守卫；第二次 float64 命中刚编译的条目"),
+    ],
+    hidden_cases=lambda rng: [_random_lookup(rng, i) for i in range(2)],
+    produce=lookup_artifact, compare=_compare_lookup, partial_credit=True,
+    hint="_debug_get_cache_entry_list(fn) 按 C 代码检查的顺序（最近命中的在前）列出缓存条目；把参数按 fn.__code__.co_varnames "
+         "配成 {名字: 值} 的 dict，交给 entry.guard_manager.check(...)；第一个返回 True 的条目的 str(entry.compile_id) 就是答案，"
+         "都不通过则返回 None。",
+))

@@ -1,0 +1,10 @@
+"""Judging learner work: the plan of cases, the verdicts, results and feedback.
+
+- :mod:`.selfstudy`: ``check()`` in the learner's kernel (public cases);
+- :mod:`.harness`: a whole submission through the sandbox (public and hidden cases);
+- :mod:`.judge`: the one judge both use; :mod:`.results`, :mod:`.feedback`: what they report;
+- :mod:`.notebooks`: reading notebooks and finding their graded cells.
+
+Imports :mod:`grader.authoring`, :mod:`grader.chapters` and :mod:`grader.sandbox`; never
+the instructor's tools.
+"""

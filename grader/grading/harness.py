@@ -1,0 +1,124 @@
+"""Grade one submission with learner code isolated from everything that decides points.
+
+Trusted side (this process): reads the notebook, builds every case, computes the
+reference facts, and compares. Untrusted side (:mod:`grader.sandbox`): runs the
+submission's code cells that the graded functions need (:mod:`.cell_slice`) and calls
+those functions on the cases' inputs, in a confined process that cannot see the
+solutions or the course's secret seed. Which exercises a
+notebook is graded on comes from the declarations, not from the submission's cells, so
+deleting or retyping a check cell changes nothing.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import chapters
+from ..authoring import Exercise
+from ..errors import GraderError
+from ..sandbox.confinement import Limits
+from ..sandbox.driver import SandboxReport, Task, run_in_sandbox
+from .cell_slice import needed_cells, statically_bound
+from .judge import exercise_cases, judge_exercise
+from .notebooks import ANSWER_PREFIX, CHECK_PREFIX, exercise_id, grade_id, read_notebook
+from .results import ExerciseResult
+
+SOLUTIONS_DIR = Path(__file__).resolve().parents[2] / "solutions"
+CHAPTER_PATTERN = re.compile(r"^(\d\d)_")
+
+
+@dataclass
+class SubmissionResult:
+    exercises: list[ExerciseResult]
+    notes: list[str] = field(default_factory=list)  # skipped cells, failing cells (Chinese)
+    isolation: str = ""
+
+    @property
+    def points(self) -> float:
+        return sum(r.points for r in self.exercises)
+
+    @property
+    def max_points(self) -> int:
+        return sum(r.max_points for r in self.exercises)
+
+    def to_json(self) -> dict:
+        return {"points": self.points, "max_points": self.max_points,
+                "exercises": [r.to_json() for r in self.exercises], "notes": self.notes,
+                "isolation": self.isolation}
+
+
+def graded_exercises(notebook, name: str = "") -> list[Exercise]:
+    """Every declared exercise of the chapters this notebook belongs to, in order."""
+    numbers = set()
+    for cell in notebook.cells:
+        identifier = grade_id(cell)
+        if identifier.startswith((ANSWER_PREFIX, CHECK_PREFIX)):
+            numbers.add(chapters.get(exercise_id(identifier)).chapter)
+    if (match := CHAPTER_PATTERN.match(Path(name).name)) is not None:
+        numbers.add(match.group(1))
+    exercises = [e for number in sorted(numbers) for e in chapters.chapter(number)]
+    if not exercises:
+        raise GraderError("the notebook has no graded cells (no cell with nbgrader grade_id 'check-…')")
+    return exercises
+
+
+def learner_cells(notebook) -> list[tuple[int, str]]:
+    """Code cells of the submission: everything but the check cells."""
+    return [(index, cell.source) for index, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code" and not grade_id(cell).startswith(CHECK_PREFIX)]
+
+
+def _missed_a_name(report: SandboxReport, tasks: list[Task], sliced: list[tuple[int, str]]) -> bool:
+    """Did the sliced run lack something its text did not show (a NameError, a function
+    that no kept cell binds)?"""
+    bound = statically_bound(sliced)
+    for task in tasks:
+        outcome = report.outcomes[task.id]
+        if outcome.get("error") == "missing" and task.function not in bound:
+            return True
+        if outcome.get("error") == "raised" and outcome.get("detail", "").startswith("NameError"):
+            return True
+    return any(error.startswith("NameError") for error in report.cell_errors.values())
+
+
+def run_submission(cells: list[tuple[int, str]], tasks: list[Task], limits: Limits) -> SandboxReport:
+    """Run the cells the tasks need; if that missed a name, run every cell instead."""
+    sliced = needed_cells(cells, {task.function for task in tasks})
+    report = run_in_sandbox(sliced, tasks, limits)
+    if len(sliced) < len(cells) and _missed_a_name(report, tasks, sliced):
+        report = run_in_sandbox(cells, tasks, limits)
+    return report
+
+
+def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None = None,
+                   exercises: list[Exercise] | None = None, include_hidden: bool = True) -> SubmissionResult:
+    """Grade a parsed notebook: sandbox for learner code, trusted comparisons here.
+
+    ``exercises`` defaults to those of the notebook's chapters; batch grading passes the
+    assignment's own list, so nothing a submission does to its cells can change it.
+    """
+    exercises = exercises or graded_exercises(notebook, name)
+    limits = limits or Limits(protected_paths=(str(SOLUTIONS_DIR),))
+    plan = [(exercise, exercise_cases(exercise, include_hidden=include_hidden, seed=seed)) for exercise in exercises]
+    tasks = []
+    for exercise, cases in plan:
+        for case, _ in cases:
+            tasks.append(Task(len(tasks), exercise.function, exercise.produce_name, case.build()))
+    report = run_submission(learner_cells(notebook), tasks, limits)
+    results, next_task = [], 0
+    for exercise, cases in plan:
+        outcomes = [report.outcomes[next_task + index] for index in range(len(cases))]
+        next_task += len(cases)
+        results.append(judge_exercise(exercise, cases, outcomes, seed))
+    notes = [f"第 {i + 1} 个单元格{how}，评分时跳过了它。" for i, how in sorted(report.skipped_cells.items())]
+    notes += [f"第 {i + 1} 个单元格出错：{error}" for i, error in sorted(report.cell_errors.items())]
+    return SubmissionResult(results, notes, report.isolation)
+
+
+def grade_file(path, *, seed: int | None = None, limits: Limits | None = None,
+               exercises: list[Exercise] | None = None) -> SubmissionResult:
+    notebook = read_notebook(path)
+    return grade_notebook(notebook, seed=random.randrange(2**31) if seed is None else seed,
+                          name=Path(path).name, limits=limits, exercises=exercises)

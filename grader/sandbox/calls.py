@@ -1,0 +1,109 @@
+"""Calling a learner's function: the one place that turns a call into an outcome.
+
+Self-study (``check()`` in the learner's kernel) and grading (the sandbox process) both
+call :func:`call_learner`, which returns the outcome as bytes, and both read it back
+with :func:`read_outcome`. So what a learner sees in the notebook went through exactly
+the code that grading uses: the same exception handling, the same plain-data boundary,
+the same deadline. An outcome is a dict:
+
+- ``{"artifact": value}``: the function ran; ``value`` is plain data;
+- ``{"error": kind, ...}``: ``missing`` (no such function), ``not_implemented``,
+  ``raised`` (with ``detail``), ``not_plain`` (with ``detail``), ``timeout`` (with
+  ``seconds``); the sandbox's driver adds ``crashed``, ``no_result`` and ``skipped``
+  (with ``detail``) when the process itself failed a case.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import signal
+import threading
+import traceback
+from typing import Callable
+
+from .plain_data import NotPlainData, dumps, loads, require_plain
+
+MAX_ERROR_CHARS = 500
+CASE_TIMEOUT_S = 60.0
+
+
+def resolve(name: str):
+    """``"package.module:attribute"`` → the object it names."""
+    module_name, _, qualname = name.partition(":")
+    value = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def describe_exception(error: BaseException) -> str:
+    """``TypeError: ...`` plus the innermost line of learner code that raised it."""
+    frames = traceback.extract_tb(error.__traceback__)
+    learner = [f for f in frames if "ipykernel" in f.filename or f.filename.startswith("<")]
+    where = f"（第 {learner[-1].lineno} 行：{learner[-1].line}）" if learner and learner[-1].line else ""
+    return f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS] + where
+
+
+class CaseTimeout(BaseException):
+    """Raised into a self-study call that overran its deadline (BaseException, so that a
+    learner's ``except Exception`` does not swallow it)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None):
+    """Interrupt the body after ``seconds`` (main thread only; elsewhere no deadline).
+
+    The sandbox does not rely on this: its driver kills a process that overruns, which
+    also stops code that swallows every exception.
+    """
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CaseTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _outcome(function: Callable | None, produce: Callable, built: dict, timeout_s: float | None) -> dict:
+    if not callable(function):
+        return {"error": "missing"}
+    try:
+        with deadline(timeout_s):
+            return {"artifact": produce(function, built)}
+    except NotImplementedError:
+        return {"error": "not_implemented"}
+    except CaseTimeout:
+        return {"error": "timeout", "seconds": timeout_s}
+    except BaseException as error:  # learner code may raise SystemExit, KeyboardInterrupt, ...
+        return {"error": "raised", "detail": describe_exception(error)}
+
+
+def call_learner(function: Callable | None, produce: Callable, built: dict, *,
+                 timeout_s: float | None = CASE_TIMEOUT_S) -> bytes:
+    """Call ``produce(function, built)`` and serialise the outcome as plain data."""
+    outcome = _outcome(function, produce, built, timeout_s)
+    try:
+        if "artifact" in outcome:
+            require_plain(outcome["artifact"])  # names the offending value from the learner's view
+        return dumps(outcome)
+    except NotPlainData as error:
+        return dumps({"error": "not_plain", "detail": str(error)})
+
+
+def read_outcome(data: bytes) -> dict:
+    """An outcome back from bytes that untrusted code may have written."""
+    try:
+        outcome = loads(data)
+    except NotPlainData as error:
+        return {"error": "not_plain", "detail": str(error)}
+    if type(outcome) is not dict or not ("artifact" in outcome or type(outcome.get("error")) is str):
+        return {"error": "malformed"}
+    return outcome
