@@ -21,13 +21,9 @@ from torch._dynamo.backends.debugging import ExplainOutput
 from . import to_view
 from .fx import from_fx
 from .model import GraphView
-from .styles import register_cluster_kind, register_kind
 
 GRAPH_BREAK = "graph_break"
 MAX_TEXT = 64  # characters of a reason or source line shown in a box
-
-register_kind(GRAPH_BREAK, shape="octagon", fillcolor="#f4cccc", color="#c62828", penwidth="2")
-register_cluster_kind("dynamo_graph", color="#3d85c6", style="rounded,bold")
 
 
 def _clip(text: str) -> str:

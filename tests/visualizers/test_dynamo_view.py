@@ -1,4 +1,6 @@
 """Dynamo adapter: each captured graph in its own frame, graph breaks between them."""
+import re
+
 import pytest
 import torch
 
@@ -45,5 +47,5 @@ def test_graphs_without_breaks_and_rendering():
     torch.compile(lambda x: torch.relu(x) * 2, backend=double)(torch.randn(3))
     view = from_graphs(graphs, title="one graph")
     assert not [n for n in view.nodes if n.kind == GRAPH_BREAK]
-    assert to_dot(view).count("subgraph cluster_") == 1
+    assert len(re.findall(r"subgraph cluster_\d+ ", to_dot(view))) == 1  # the legend is not a frame
     assert "relu" in show(view).text

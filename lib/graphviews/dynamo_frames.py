@@ -1,0 +1,131 @@
+"""What Dynamo leaves behind, as views (chapter 05): the frames it rewrote and the cache
+entries a code object carries.
+
+* :func:`frames_view` draws every frame Dynamo compiled in one run — the original function
+  and the resume functions after each graph break — as a frame holding what its new
+  bytecode calls in order: compiled graphs (``__compiled_fn_*``) and the resume
+  functions (``__resume_at_*``) that continue after the instruction Python runs itself.
+* :func:`cache_view` draws a function's cache entries in the order the C frame-evaluation
+  hook checks them: the first entry whose guards pass runs; if none does, Dynamo compiles.
+
+Both take plain inputs (code objects, ``torch._dynamo.eval_frame._debug_get_cache_entry_list``
+output) and return a :class:`GraphView` for ``show``::
+
+    show(frames_view(pairs, fn.__globals__))
+    show(cache_view(fn))
+"""
+from __future__ import annotations
+
+import dis
+import re
+from types import CodeType
+
+from .model import GraphView
+from .styles import register_cluster_kind, register_kind
+
+COMPILED_GRAPH, RESUME_CALL, PYTHON_CODE, CACHE_ENTRY, RECOMPILE = (
+    "compiled_graph", "resume_call", "python_code", "cache_entry", "recompile")
+MAX_GUARDS = 6   # guard lines shown per cache entry
+MAX_TEXT = 90
+
+register_kind(COMPILED_GRAPH, meaning="编译好的图 (compiled graph)", shape="box", style="rounded,filled",
+              fillcolor="#d9ead3", color="#38761d")
+register_kind(RESUME_CALL, meaning="续行函数 (resume function)", shape="cds", style="filled",
+              fillcolor="#fff2cc", color="#bf9000")
+register_kind(PYTHON_CODE, meaning="Python 自己执行的字节码", shape="note", style="filled",
+              fillcolor="#f4cccc", color="#c62828")
+register_kind(CACHE_ENTRY, meaning="缓存条目 (cache entry)", shape="box", style="rounded,filled",
+              fillcolor="#cfe2f3", color="#3d85c6")
+register_kind(RECOMPILE, meaning="重新编译 (recompile)", shape="octagon", style="filled",
+              fillcolor="#f4cccc", color="#c62828")
+register_cluster_kind("dynamo_frame", color="#3d85c6", style="rounded,bold")
+
+
+def short_name(name: str) -> str:
+    """``__compiled_fn_2_5063af86_…`` → ``__compiled_fn_2`` (the uuid only makes it unique)."""
+    return re.sub(r"_[0-9a-f]{8}(_[0-9a-f]{4}){3}_[0-9a-f]{12}$", "", name)
+
+
+def called_globals(new_code: CodeType) -> list[str]:
+    """Compiled graphs and resume functions the new bytecode loads, in order, once each."""
+    names = []
+    for inst in dis.get_instructions(new_code):
+        if (inst.opname == "LOAD_GLOBAL" and inst.argval.startswith(("__compiled_fn", "__resume_at"))
+                and inst.argval not in names):
+            names.append(inst.argval)
+    return names
+
+
+def frames_view(pairs, module_globals: dict | None = None, *, title: str = "") -> GraphView:
+    """``pairs`` = ``[(code, new_code), ...]`` from ``register_bytecode_hook``, in order.
+
+    A resume call is linked to the frame whose code it runs when ``module_globals`` (the
+    function's ``__globals__``, where Dynamo installs the resume functions) is given.
+    """
+    view = GraphView(title=title or f"Dynamo 改写了 {len(pairs)} 个帧", direction="LR")
+    frame_of_code = {code.co_name: index for index, (code, _) in enumerate(pairs)}
+    links = []
+    for index, (code, new_code) in enumerate(pairs):
+        ids, previous = [], None
+        for name in called_globals(new_code):
+            node_id = f"f{index}.{short_name(name)}"
+            if name.startswith("__compiled_fn"):
+                view.add_node(node_id, short_name(name), COMPILED_GRAPH, ["运行捕获的 FX 图"])
+            else:
+                if previous is not None and view.node(previous).kind == COMPILED_GRAPH:
+                    python_id = f"f{index}.python"
+                    view.add_node(python_id, "中断处的指令", PYTHON_CODE, ["由 Python 照常执行"])
+                    view.add_edge(previous, python_id)
+                    ids.append(python_id)
+                    previous = python_id
+                view.add_node(node_id, short_name(name), RESUME_CALL, ["调用续行函数"])
+                resume = (module_globals or {}).get(name)
+                target = getattr(getattr(resume, "__code__", None), "co_name", None)
+                if target in frame_of_code:
+                    links.append((node_id, frame_of_code[target]))
+            if previous is not None:
+                view.add_edge(previous, node_id)
+            ids.append(node_id)
+            previous = node_id
+        if not ids:
+            ids = [f"f{index}.empty"]
+            view.add_node(ids[0], "（没有调用编译好的图）", PYTHON_CODE)
+        view.add_cluster(f"frame{index}", f"帧 {index}: {code.co_name}", ids, kind="dynamo_frame")
+    for node_id, frame in links:
+        first = next(c for c in view.clusters if c.name == f"frame{frame}").node_ids[0]
+        view.add_edge(node_id, first, "第一次调用时编译")
+    return view
+
+
+_SHORTER = [(r"DispatchKeySet\(.*?\), ", ""), (r", stride=\[.*?\]", ""), (r"Tensor, ", ""), (r"device=None, ", ""),
+            (r"___check_type_id\((L\[.*?\]), \d+\), type=<class '(\w+)'>", r"type(\1) is \2")]
+
+
+def _guard_lines(entry) -> list[str]:
+    """The guards on the function's arguments (``L[...]``), as Dynamo prints them: from the
+    printed guard tree, without tree prefixes, source comments and dynamic-marking checks."""
+    lines = []
+    for line in str(entry.guard_manager).splitlines():
+        text = line.lstrip("|+- ").split("  #")[0].strip()
+        if "L[" not in text or "hasattr(" in text or text.startswith("GuardManager"):
+            continue
+        for pattern, replacement in _SHORTER:
+            text = re.sub(pattern, replacement, text)
+        lines.append(text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…")
+    return lines[:MAX_GUARDS]
+
+
+def cache_view(entries, *, title: str = "") -> GraphView:
+    """Cache entries (``_debug_get_cache_entry_list(fn)``) in lookup order, then "recompile"."""
+    view = GraphView(title=title or f"{len(entries)} 个缓存条目，按查找顺序", direction="LR")
+    previous = None
+    for index, entry in enumerate(entries):
+        node_id = f"entry{index}"
+        view.add_node(node_id, f"编译 id {entry.compile_id}", CACHE_ENTRY, _guard_lines(entry))
+        if previous is not None:
+            view.add_edge(previous, node_id, "守卫未通过")
+        previous = node_id
+    view.add_node("recompile", "全部未通过：编译新条目", RECOMPILE)
+    if previous is not None:
+        view.add_edge(previous, "recompile", "守卫未通过")
+    return view
