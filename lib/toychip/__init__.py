@@ -4,14 +4,19 @@
 (and the order data flows)::
 
     spec      ChipSpec: the data sheet the simulated clock charges with
+    dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
     memory    device memory = NumPy buffers on the tensor's storage, aliasing views
     device    the "toychip" device name, device module (torch.toychip), RNG
     clock     deterministic simulated time: toychip.profile()
     kernels   the kernel library (the vendor SDK), NumPy
     op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
-    fallback  boxed CPU fallback, toychip.coverage(), toychip.strict()
+    fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
+    custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
+    autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for the matmul family
+    dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
     codegen   readable Python for each scheduled graph
+    lazy_ir   the pending graph as plain IRNode records, its structural hash
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
     compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
     views     GraphView data for the course's visualisers
@@ -23,11 +28,15 @@ Example::
         y = torch.relu(x * 2)
     print(p.table())
 """
-from . import compiler, device, fallback, op_table
+from . import autocast, device, fallback, op_table
 from .clock import Profile, profile
-from .compiler import get_generated_code, print_generated_code
-from .fallback import Coverage, FallbackError, coverage, reset_coverage, strict
-from .lazy_tensor import dump_ir, lazy, lazy_metrics, mark_step, reset_lazy_metrics
+from .custom_kernels import chip_kernel, kernel_scope, register_kernel
+from .dispatch_trace import DispatchTrace, trace_dispatch
+from .fallback import (Coverage, FallbackError, coverage, cpu_fallback, reset_coverage, set_fallback, strict,
+                       use_fallback)
+from .fusion import FusionError
+from .lazy_ir import IRNode
+from .lazy_tensor import dump_ir, graph_hash, lazy, lazy_metrics, mark_step, pending_graph, reset_lazy_metrics
 from .memory import DeviceMismatchError
 from .op_table import ops_table
 from .spec import DEFAULT_SPEC, ChipSpec
@@ -35,10 +44,24 @@ from .spec import DEFAULT_SPEC, ChipSpec
 device.register()
 op_table.register()
 fallback.register()
-compiler.register()
+autocast.register()
+
+_FROM_COMPILER = ("get_generated_code", "print_generated_code")
+
+
+def __getattr__(name: str):
+    """The compile backend's helpers, loaded (with Dynamo) only when first used."""
+    if name in _FROM_COMPILER:
+        from . import compiler
+
+        return getattr(compiler, name)
+    raise AttributeError(f"module 'toychip' has no attribute {name!r}")
+
 
 __all__ = [
-    "ChipSpec", "DEFAULT_SPEC", "Profile", "profile", "Coverage", "coverage", "reset_coverage",
-    "strict", "FallbackError", "DeviceMismatchError", "lazy", "mark_step", "lazy_metrics",
-    "reset_lazy_metrics", "dump_ir", "get_generated_code", "print_generated_code", "ops_table",
+    "ChipSpec", "DEFAULT_SPEC", "Profile", "profile", "Coverage", "coverage", "reset_coverage", "strict",
+    "FallbackError", "DeviceMismatchError", "lazy", "mark_step", "lazy_metrics", "reset_lazy_metrics",
+    "dump_ir", "graph_hash", "pending_graph", "IRNode", "FusionError", "ops_table", "register_kernel",
+    "chip_kernel", "kernel_scope", "trace_dispatch", "DispatchTrace", "cpu_fallback", "set_fallback",
+    "use_fallback", *_FROM_COMPILER,
 ]

@@ -8,10 +8,16 @@ which is what chapter exercises are graded on::
     with toychip.profile() as p:
         model(x)
     print(p.time_us, p.launches, p.copies)
+    print(p.peak_bytes)                  # device memory held at most, above the start
     print(p.table())                     # per-kernel breakdown
 
 Charging only happens while a profile is open, so the eager hot path pays one list test.
-Used in chapters 04, 06 and 08 (why fusion and fewer fallbacks make a chip faster).
+Device memory is counted by :mod:`toychip.memory` while a profile is open: bytes of the
+buffers allocated inside the block (``allocated_bytes``), still held (``live_bytes``) and
+held at most at one time (``peak_bytes``).
+
+Used in chapters 04, 06 and 08 (why fusion and fewer fallbacks make a chip faster; what
+saving activations for the backward costs in memory).
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import device
+from . import device, memory
 
 # Open profiles, innermost last; each receives every charge (a list so nesting works).
 _active: list["Profile"] = []
@@ -47,6 +53,11 @@ class Profile:
     copies: int = 0
     copy_bytes: int = 0
     kernels: dict[str, KernelStat] = field(default_factory=dict)
+    # device memory, counted by toychip.memory: bytes of buffers allocated in the block,
+    # the part of them still held, and the most held at once
+    allocated_bytes: int = 0
+    live_bytes: int = 0
+    peak_bytes: int = 0
 
     def _add(self, name: str, time_us: float, nbytes: int, flops: int) -> None:
         self.time_us += time_us
@@ -62,7 +73,8 @@ class Profile:
         """The headline numbers as a plain dict (rounded so they compare exactly)."""
         return {"time_us": round(self.time_us, 6), "launches": self.launches,
                 "bytes": self.bytes, "flops": self.flops, "copies": self.copies,
-                "copy_bytes": self.copy_bytes}
+                "copy_bytes": self.copy_bytes, "allocated_bytes": self.allocated_bytes,
+                "peak_bytes": self.peak_bytes}
 
     def table(self) -> str:
         """Per-kernel table sorted by simulated time, like ``torch.profiler``'s."""
@@ -75,7 +87,7 @@ class Profile:
 
     def __str__(self) -> str:
         return (f"simulated {self.time_us:.2f} us, {self.launches} launches, {self.copies} copies, "
-                f"{self.bytes} bytes, {self.flops} flops")
+                f"{self.bytes} bytes, {self.flops} flops, peak memory {self.peak_bytes} bytes")
 
 
 def array_bytes(values) -> int:
@@ -108,9 +120,11 @@ def profile(spec=None):
     previous = device.set_spec(spec) if spec is not None else None
     p = Profile()
     _active.append(p)
+    memory._counters.append(p)
     try:
         yield p
     finally:
         _active.remove(p)
+        memory._counters.remove(p)
         if previous is not None:
             device.set_spec(previous)

@@ -140,9 +140,9 @@ def _fused_def(group: KernelGroup, names: dict) -> tuple[str, list[fx.Node], str
     flops = f"{pointwise} * outs[0].size"
     if matmuls:
         head = matmuls[0]
-        offset = inputs.index(head.all_input_nodes[0])
-        flops = (f"chip.{_sdk_name(GRAPH_TABLE[head.target])}.flops("
-                 f"ins[{offset}:{offset + len(head.all_input_nodes)}], outs) + " + flops)
+        # every tensor argument in order: x.mm(x) passes the same input twice
+        operands = ", ".join(f"ins[{inputs.index(arg)}]" for arg in head.args if isinstance(arg, fx.Node))
+        flops = f"chip.{_sdk_name(GRAPH_TABLE[head.target])}.flops([{operands}], outs) + " + flops
     return "\n".join(lines), inputs, flops
 
 

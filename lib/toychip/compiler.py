@@ -11,20 +11,28 @@ The pipeline a vendor's compile backend runs (chapter 06), in order:
    Python (:mod:`toychip.codegen`); ``print_generated_code()`` shows it.
 
 Every compiled graph is kept in :data:`COMPILED` (newest last) for code printing and the
-partition view.
+partition view. :func:`make_backend` builds the same backend with another AOTAutograd
+partitioner (chapter 06: saving activations vs recomputing them).
+
+``torch.compile`` finds the backend through the package's ``torch_dynamo_backends``
+entry point (pyproject.toml), the way out-of-tree vendors register theirs: this module,
+and with it Dynamo, loads only when a program is compiled, not at ``import toychip``.
 """
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.fx as fx
 from torch._decomp import core_aten_decompositions
+from torch._dynamo import trace_rules
 from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
+from . import memory
 from .codegen import Program, generate
 from .memory import NUMPY_DTYPE, as_numpy, wrap
 from .op_table import GRAPH_TABLE, conv_supported, foreach_calls, foreach_element_op
@@ -62,9 +70,19 @@ class ChipIsland(torch.nn.Module):
     def forward(self, *args):
         arrays = [as_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
         out = self.program.fn(*arrays)
+        if not memory._counters:
+            return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
+        # A view of an input (say t(weight), saved for the backward) is no new memory.
+        inputs = {id(_owner(a)) for a in arrays if isinstance(a, np.ndarray)}
         if isinstance(out, tuple):
-            return tuple(wrap(o) for o in out)
-        return wrap(out)
+            return tuple(wrap(o, counted=id(_owner(o)) not in inputs) for o in out)
+        return wrap(out, counted=id(_owner(out)) not in inputs)
+
+
+def _owner(array):
+    """The array that owns ``array``'s memory (itself, unless it is a view)."""
+    base = getattr(array, "base", None)
+    return array if base is None else base
 
 
 @dataclass
@@ -171,22 +189,26 @@ def chip_decompositions() -> dict:
     return {op: fn for op, fn in core_aten_decompositions().items() if not native(op)}
 
 
-backend = aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
-                       inference_compiler=_compiler("inference"),
-                       decompositions=chip_decompositions(),
-                       # an optimiser step writes its inputs: keep the copy_ in the graph
-                       keep_inference_input_mutations=True)
+def make_backend(partition_fn=None):
+    """A toychip compile backend whose AOTAutograd splits the joint graph with ``partition_fn``.
+
+    ``partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kwargs)`` returns the
+    (forward, backward) graph modules, like ``functorch.compile.default_partition`` (the
+    default here) or ``min_cut_rematerialization_partition``; chapter 06 compares them on
+    the simulated clock and in device memory (``profile.peak_bytes``)::
+
+        chip = toychip.compiler.make_backend(partition_fn=min_cut_rematerialization_partition)
+        torch.compile(model, backend=chip)
+    """
+    extra = {} if partition_fn is None else {"partition_fn": partition_fn}
+    return aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
+                        inference_compiler=_compiler("inference"),
+                        decompositions=chip_decompositions(),
+                        # an optimiser step writes its inputs: keep the copy_ in the graph
+                        keep_inference_input_mutations=True, **extra)
 
 
-def register() -> None:
-    """Make ``torch.compile(..., backend="toychip")`` find this backend (idempotent)."""
-    from torch._dynamo import trace_rules
-    from torch._dynamo.backends.registry import _BACKENDS, register_backend
-    # Our kernels are Python functions the dispatcher calls; without this, Dynamo tries
-    # to trace them whenever eager code runs inside a compiled region (graph breaks).
-    trace_rules.add("toychip")
-    if "toychip" not in _BACKENDS:
-        register_backend(compiler_fn=backend, name="toychip")
+backend = make_backend()
 
 
 def get_generated_code(index: int = -1) -> str:
@@ -196,3 +218,8 @@ def get_generated_code(index: int = -1) -> str:
 
 def print_generated_code(index: int = -1) -> None:
     print(get_generated_code(index))
+
+
+# Our kernels are Python functions the dispatcher calls; without this, Dynamo tries to trace
+# them whenever eager code runs inside a compiled region (graph breaks).
+trace_rules.add("toychip")

@@ -61,6 +61,11 @@ def synchronize(device=None) -> None:
     check_index(device)
 
 
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes ``torch.autocast("toychip", dtype=...)`` accepts (see toychip.autocast)."""
+    return [torch.float16, torch.bfloat16]
+
+
 def manual_seed_all(seed: int) -> None:
     """Seed the chip's RNG (``torch.manual_seed`` calls this for every custom device)."""
     global _rng
@@ -73,6 +78,33 @@ manual_seed = manual_seed_all
 def rng() -> np.random.Generator:
     """The chip's random generator, used by ``normal_``/``uniform_`` kernels."""
     return _rng
+
+
+_STATE_FIELDS = (("state", 16), ("inc", 16))  # PCG64's two 128-bit words
+
+
+def get_rng_state(device=None) -> torch.Tensor:
+    """The RNG state as a CPU uint8 tensor, like ``torch.cuda.get_rng_state``.
+
+    ``torch.library.opcheck`` and ``torch.random.fork_rng`` save and restore it around
+    every run on an available accelerator, so the device module must provide it.
+    """
+    check_index(device)
+    state = _rng.bit_generator.state
+    words = b"".join(state["state"][name].to_bytes(size, "little") for name, size in _STATE_FIELDS)
+    tail = bytes([state["has_uint32"]]) + state["uinteger"].to_bytes(4, "little")
+    return torch.frombuffer(bytearray(words + tail), dtype=torch.uint8)
+
+
+def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    """Restore a state returned by :func:`get_rng_state`."""
+    check_index(device)
+    data, fields, offset = bytes(new_state.cpu().numpy()), {}, 0
+    for name, size in _STATE_FIELDS:
+        fields[name] = int.from_bytes(data[offset:offset + size], "little")
+        offset += size
+    _rng.bit_generator.state = {"bit_generator": "PCG64", "state": fields, "has_uint32": data[offset],
+                                "uinteger": int.from_bytes(data[offset + 1:offset + 5], "little")}
 
 
 def check_index(device) -> None:

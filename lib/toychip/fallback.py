@@ -7,6 +7,11 @@ chip arguments to the CPU, runs the CPU kernel, copies mutated arguments and res
 back, and counts it -- so ``toychip.coverage()`` can tell a porting engineer which ops
 still need kernels (chapter 08), and ``toychip.strict()`` turns every fallback into an
 error naming the op.
+
+The function behind the fallback is swappable (chapter 07 has the learner write one)::
+
+    with toychip.use_fallback(my_fallback):   # my_fallback(op, *args, **kwargs)
+        torch.cumsum(x, 0)                    # counted and strict-checked as usual
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import numpy as np
 import torch
 
 from . import clock
+from .dtypes import host_array, host_tensor, store
 from .memory import as_numpy, rebind, wrap
 from .op_table import NATIVE_COUNTS, set_decline_handler
 
@@ -82,7 +88,7 @@ def _to_cpu(value):
         data = np.asarray(as_numpy(value), order="C")
         if clock._active:
             clock.charge_copy("to_cpu", data.nbytes)
-        return torch.from_numpy(data).clone()  # owned by torch: CPU kernels may resize it
+        return host_tensor(data).clone()  # owned by torch: CPU kernels may resize it
     if isinstance(value, (list, tuple)):
         return type(value)(_to_cpu(v) for v in value)
     if isinstance(value, torch.device) and value.type == "toychip":
@@ -94,7 +100,7 @@ def _to_chip(value):
     if isinstance(value, torch.Tensor) and value.device.type == "cpu":
         if clock._active:
             clock.charge_copy("to_chip", value.nbytes)
-        return wrap(value.numpy().copy())
+        return wrap(host_array(value).copy())
     if isinstance(value, (list, tuple)):
         return type(value)(_to_chip(v) for v in value)
     return value
@@ -105,18 +111,18 @@ def _write_back(chip: torch.Tensor, cpu: torch.Tensor) -> None:
     if clock._active:
         clock.charge_copy("to_chip", cpu.nbytes)
     if tuple(chip.shape) != tuple(cpu.shape):
-        rebind(chip, cpu.numpy().copy())
+        rebind(chip, host_array(cpu).copy())
     else:
-        np.copyto(as_numpy(chip), cpu.numpy(), casting="unsafe")
+        store(as_numpy(chip), host_array(cpu), chip.dtype)
 
 
-def _cpu_fallback(op, *args, **kwargs):
-    """Run ``op`` on the CPU: copy in, compute, copy mutated arguments and results back."""
-    name = str(op).removeprefix("aten.")
-    if _strict:
-        raise FallbackError(
-            f"toychip strict mode: aten.{name} has no chip kernel and would fall back to the CPU")
-    FALLBACK_COUNTS[name] += 1
+def cpu_fallback(op, *args, **kwargs):
+    """The default fallback: run ``op`` on the CPU, copy mutated arguments and results back.
+
+    Arguments the schema marks as written (``Tensor(a!)``: in-place ``self``, ``out=``)
+    receive the CPU result and are returned themselves, as the schema's alias
+    annotations promise; other results come back as new chip tensors.
+    """
     cpu_args, cpu_kwargs = _to_cpu(args), {k: _to_cpu(v) for k, v in kwargs.items()}
     result = op(*cpu_args, **cpu_kwargs)
     schema = op._schema
@@ -142,13 +148,43 @@ def _cpu_fallback(op, *args, **kwargs):
     return tuple(out) if isinstance(result, tuple) else out[0]
 
 
+_fallback = cpu_fallback
+
+
+def set_fallback(fn=None):
+    """Make ``fn(op, *args, **kwargs)`` the chip's fallback (``None``: the default); returns the previous one."""
+    global _fallback
+    previous, _fallback = _fallback, cpu_fallback if fn is None else fn
+    return previous
+
+
+@contextlib.contextmanager
+def use_fallback(fn):
+    """Inside the block, ops without a chip kernel run ``fn(op, *args, **kwargs)``."""
+    previous = set_fallback(fn)
+    try:
+        yield
+    finally:
+        set_fallback(previous)
+
+
+def _boxed_fallback(op, *args, **kwargs):
+    """What the dispatcher calls for PrivateUse1 when no kernel is registered: count, check, run."""
+    name = str(op).removeprefix("aten.")
+    if _strict:
+        raise FallbackError(
+            f"toychip strict mode: aten.{name} has no chip kernel and would fall back to the CPU")
+    FALLBACK_COUNTS[name] += 1
+    return _fallback(op, *args, **kwargs)
+
+
 _LIB = None
 
 
 def register() -> None:
-    """Install the boxed CPU fallback for PrivateUse1 (idempotent)."""
+    """Install the boxed fallback for PrivateUse1 (idempotent)."""
     global _LIB
     if _LIB is None:
         _LIB = torch.library.Library("_", "IMPL")
-        _LIB.fallback(_cpu_fallback, "PrivateUse1")
-        set_decline_handler(_cpu_fallback)
+        _LIB.fallback(_boxed_fallback, "PrivateUse1")
+        set_decline_handler(_boxed_fallback)

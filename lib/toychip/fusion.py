@@ -10,9 +10,15 @@ graph of ATen ops in order and gives every node a :class:`KernelGroup`:
 * views cost nothing (kind ``view``); every other op is a kernel of its own.
 
 Loop form of a fused chain: ``for i: buf[i] = relu((x[i] + 1) * 2)``.
+
+A *fusion policy* plugged into lazy mode (``toychip.lazy(fusion=...)``, chapter 04)
+replaces the default grouping: inside ``with fixed_groups(groups):`` the scheduler fuses
+exactly the given groups, after checking that each one can run as one kernel
+(:func:`check_group`).
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 from dataclasses import dataclass, field
 
@@ -43,11 +49,20 @@ class KernelGroup:
                            for n in self.nodes + self.stores)
 
 
-def node_kind(node: fx.Node) -> str:
-    """The kernel kind of a call node (``view`` for getitem on a multi-output kernel)."""
-    if node.target is operator.getitem:
+class FusionError(ValueError):
+    """A fusion group that cannot run as one kernel (the message says which rule it breaks)."""
+
+
+def kind_of(target) -> str:
+    """The kernel kind of an ATen op (``view`` for getitem on a multi-output kernel)."""
+    if target is operator.getitem:
         return "view"
-    return GRAPH_TABLE[node.target].kernel.kind
+    return GRAPH_TABLE[target].kernel.kind
+
+
+def node_kind(node: fx.Node) -> str:
+    """The kernel kind of a call node."""
+    return kind_of(node.target)
 
 
 def _meta(node):
@@ -83,13 +98,83 @@ def _store_target(node: fx.Node, open_group: dict, position: dict):
     return None
 
 
+# Groups a plugged-in fusion policy chose for the graph being compiled (None: default).
+_fixed: list[list[fx.Node]] | None = None
+
+
+@contextlib.contextmanager
+def fixed_groups(groups: list[list[fx.Node]]):
+    """Inside the block, :func:`schedule` fuses exactly ``groups`` and nothing else."""
+    global _fixed
+    previous, _fixed = _fixed, groups
+    try:
+        yield
+    finally:
+        _fixed = previous
+
+
+def check_group(members: list[fx.Node]) -> None:
+    """Raise :class:`FusionError` unless ``members`` can run as one kernel.
+
+    One kernel computes its members in order and returns only the last one (the root),
+    so: pointwise members and at most one matmul, and no intermediate value may be
+    needed outside the kernel (by another node or as a graph output).
+    """
+    kinds = [node_kind(n) if n.op == "call_function" else n.op for n in members]
+    bad = [n.name for n, k in zip(members, kinds) if k not in ("pointwise", "matmul")]
+    if bad:
+        raise FusionError(f"only pointwise ops and one matmul can share a kernel, not {bad}")
+    if kinds.count("matmul") > 1:
+        raise FusionError("a kernel may contain at most one matmul")
+    inside = set(members)
+    for node in members[:-1]:
+        outside = [u.name for u in node.users if u not in inside]
+        if outside:
+            raise FusionError(f"{node.name} is also needed by {outside} outside the group, "
+                              "so its value would have to be written to memory")
+
+
+def _schedule_fixed(graph: fx.Graph, fixed: list[list[fx.Node]]) -> list[KernelGroup]:
+    """Kernel groups for a policy's choice: each fixed group runs at its root's position."""
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    group_of = {}
+    for members in fixed:
+        members = sorted(members, key=position.get)
+        taken = [n.name for n in members if n in group_of]
+        if taken:
+            raise FusionError(f"{taken} already belong to another group")
+        check_group(members)
+        group = KernelGroup("kernel", "fused" if len(members) > 1 else "single", members)
+        group_of.update(dict.fromkeys(members, group))
+    groups = []
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node_kind(node) == "view":
+            groups.append(KernelGroup("view", "view", [node]))
+        elif node not in group_of:
+            groups.append(KernelGroup("kernel", "single", [node]))
+        elif group_of[node].root is node:
+            groups.append(group_of[node])
+    return groups
+
+
+def _name(groups: list[KernelGroup]) -> list[KernelGroup]:
+    for i, group in enumerate(g for g in groups if g.kind != "view"):
+        group.name = f"fused_{i}" if group.kind == "fused" else f"kernel_{i}"
+    return groups
+
+
 def schedule(graph: fx.Graph) -> list[KernelGroup]:
     """Assign every call_function node of ``graph`` to a kernel group, in execution order.
 
     A pointwise node absorbs the groups of its producers whose values only the tree uses
     (at most one matmul per tree): the tree runs as one kernel at its root's position.
-    A ``copy_`` write-back of a kernel's result joins that kernel as a store.
+    A ``copy_`` write-back of a kernel's result joins that kernel as a store. Inside
+    :func:`fixed_groups`, a policy's groups replace these rules.
     """
+    if _fixed is not None:
+        return _name(_schedule_fixed(graph, _fixed))
     groups: list[KernelGroup] = []
     open_group: dict[fx.Node, KernelGroup] = {}  # root of a fusible tree -> its group
     position = {n: i for i, n in enumerate(graph.nodes)}
@@ -123,6 +208,4 @@ def schedule(graph: fx.Graph) -> list[KernelGroup]:
         groups.append(group)
         if kind in ("pointwise", "matmul") and _meta(node) is not None:
             open_group[node] = group
-    for i, group in enumerate(g for g in groups if g.kind != "view"):
-        group.name = f"fused_{i}" if group.kind == "fused" else f"kernel_{i}"
-    return groups
+    return _name(groups)

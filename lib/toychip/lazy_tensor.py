@@ -8,11 +8,20 @@ The graph runs ("materialises") only when a value is needed:
 * before a CPU fallback (the fallback reads its inputs);
 * ``toychip.mark_step()`` and the end of the ``with`` block (everything still alive).
 
+Every materialisation is logged with its reason (``lazy_metrics().sync_reasons``):
+``item``, ``host_copy`` (``.cpu()``, ``.tolist()``), ``print`` (printing reads the
+buffer with dispatch modes switched off), ``data_dependent_shape`` (``nonzero``, boolean
+masks), ``fallback`` (an op without a chip kernel), ``eager_op`` / ``eager_write`` (an
+op that must run eagerly, e.g. in place on part of a tensor), ``mark_step``, ``exit``
+and ``explicit`` (a direct :func:`sync` call).
+
 At materialisation the pending graph is cut to what live tensors need (dead-code
 removal), turned into an FX graph, scheduled with pointwise fusion and compiled to Python
 (:mod:`toychip.codegen`). The compiled program is cached by the graph's *structure*
 (ops, shapes, dtypes; float scalars are program inputs, as in LTC/XLA), so a repeated
-training step reuses it -- visible as ``lazy_metrics().cache_hits``.
+training step reuses it -- visible as ``lazy_metrics().cache_hits``. Both the cache key
+and the fusion policy can be replaced: ``toychip.lazy(cache_key=fn, fusion=fn)`` with
+functions of the graph's :class:`toychip.lazy_ir.IRNode` list.
 
 In-place ops on whole tensors (an optimiser's ``p.add_(...)``) are recorded as their
 functional form and the storage is re-pointed at the new node -- functionalisation in
@@ -22,10 +31,12 @@ forward and backward. Chapter 04 teaches this module.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import operator
 import weakref
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -34,6 +45,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import memory
 from .codegen import Program, generate
+from .fallback import FALLBACK_COUNTS
+from .fusion import FusionError, KernelGroup, fixed_groups, schedule
+from .lazy_ir import IRNode, describe, graph_hash as _digest
 from .memory import as_numpy
 from .op_table import OP_TABLE, KernelDeclined, foreach_calls, foreach_element_op
 
@@ -59,9 +73,24 @@ class LazyNode:
         return f"LazyNode({self.target})"
 
 
+class SyncEvent(NamedTuple):
+    """One materialisation: why it happened, the op that needed the value, graph size."""
+
+    reason: str
+    op: str
+    nodes: int
+
+
 @dataclass
 class LazyMetrics:
-    """Counters of lazy execution, like ``torch._lazy.metrics``."""
+    """Counters of lazy execution, like ``torch._lazy.metrics``.
+
+    ``cache_misses`` counts compilations (LTC's ``UncachedCompile``), ``cache_hits``
+    reuses (``CachedCompile``); ``false_hits`` counts keys that matched a program compiled
+    for a *different* graph (a too-coarse plugged-in key): that program is not run, the
+    graph is compiled again. ``fallback_ops`` counts CPU fallbacks inside lazy blocks by
+    op, like LTC's ``aten::*`` counters.
+    """
 
     nodes_recorded: int = 0
     graphs_executed: int = 0
@@ -69,25 +98,57 @@ class LazyMetrics:
     dead_nodes_removed: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    false_hits: int = 0
+    sync_reasons: Counter = field(default_factory=Counter)
+    fallback_ops: Counter = field(default_factory=Counter)
+    sync_log: list[SyncEvent] = field(default_factory=list, repr=False)
     last_program: Program | None = field(default=None, repr=False)
 
 
+@dataclass(frozen=True)
+class LazyOptions:
+    """Plug-ins of the lazy executor (``None``: the built-in behaviour).
+
+    ``cache_key(nodes: list[IRNode]) -> hashable`` decides which graphs share a compiled
+    program; ``fusion(nodes: list[IRNode]) -> list[list[int]]`` decides which nodes run
+    as one kernel (see :func:`toychip.fusion.check_group` for what is allowed).
+    """
+
+    cache_key: Callable | None = None
+    fusion: Callable | None = None
+
+
 _metrics = LazyMetrics()
+_options = LazyOptions()
 _pending: list = []              # weakrefs to storages whose value is a pending node
 _recorded_since_sync = 0
-_cache: dict = {}                # graph signature -> Program
+_cache: dict = {}                # (options, key) -> (structural signature, Program)
 _meta_cache: dict = {}           # (op, input metas, constants) -> output meta
 _data_nodes: dict = {}           # (storage id, view) -> data node, for this pending graph
+_eager_call = None               # (op, args, kwargs, declined) running eagerly under LazyMode
+_fallbacks_at_entry: Counter | None = None   # FALLBACK_COUNTS when the outermost lazy block began
 
 
 def lazy_metrics() -> LazyMetrics:
-    """A snapshot of the lazy counters."""
-    return dataclasses.replace(_metrics)
+    """A snapshot of the lazy counters (fallbacks of the open lazy block included)."""
+    snapshot = copy.copy(_metrics)
+    snapshot.sync_reasons = Counter(_metrics.sync_reasons)
+    snapshot.sync_log = list(_metrics.sync_log)
+    snapshot.fallback_ops = _metrics.fallback_ops + _open_block_fallbacks()
+    return snapshot
 
 
 def reset_lazy_metrics() -> None:
-    global _metrics
+    global _metrics, _fallbacks_at_entry
     _metrics = LazyMetrics()
+    if _fallbacks_at_entry is not None:
+        _fallbacks_at_entry = Counter(FALLBACK_COUNTS)
+
+
+def _open_block_fallbacks() -> Counter:
+    if _fallbacks_at_entry is None:
+        return Counter()
+    return FALLBACK_COUNTS - _fallbacks_at_entry
 
 
 def clear_cache() -> None:
@@ -242,6 +303,7 @@ class LazyMode(TorchDispatchMode):
     """
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        global _eager_call
         kwargs = kwargs or {}
         element = foreach_element_op(func)
         if element is not None and _all_chip(args):
@@ -249,14 +311,57 @@ class LazyMode(TorchDispatchMode):
                        for a, k in foreach_calls(func, element, args, kwargs)]
             return None if not func._schema.returns else results
         entry = OP_TABLE.get(func)
-        if entry is not None and _all_chip(args) and not _declines(entry, args, kwargs):
-            if not entry.inplace:
+        declined = False
+        if entry is not None and _all_chip(args):
+            declined = _declines(entry, args, kwargs)
+            if not declined and not entry.inplace:
                 return _record(func, args, kwargs)
-            if _owns_storage(args[0]):
+            if not declined and _owns_storage(args[0]):
                 return _record_inplace(func, args, kwargs)
         if func._schema.is_mutable and any(_is_chip_tensor(t) for t in _tensors(args)):
-            sync()  # an eager write must not be seen by pending reads of the old value
-        return func(*args, **kwargs)
+            sync("eager_write", func)  # pending reads of the old value must run first
+        previous, _eager_call = _eager_call, (func, args, kwargs, declined)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _eager_call = previous
+
+
+# --------------------------------------------------------------------------- sync reasons
+_COPIES = (aten._to_copy.default, aten.copy_.default)
+
+
+def copies_to_host(func, args, kwargs) -> bool:
+    """Is this ``_to_copy`` / ``copy_`` a download to the CPU (``.cpu()``, ``.tolist()``)?"""
+    if func is aten._to_copy.default:
+        device = kwargs.get("device")
+        return device is not None and torch.device(device).type == "cpu"
+    return func is aten.copy_.default and args[0].device.type == "cpu"
+
+
+def sync_reason(func, args=(), kwargs=None, declined: bool = False) -> str:
+    """Why running ``func(*args, **kwargs)`` eagerly needs the values of pending tensors.
+
+    ``declined``: the op has a chip kernel that refused these arguments (runs on the CPU).
+    """
+    if func is aten._local_scalar_dense.default:
+        return "item"
+    if copies_to_host(func, args, kwargs or {}):
+        return "host_copy"
+    if torch.Tag.dynamic_output_shape in func.tags:
+        return "data_dependent_shape"
+    if declined or not (func in OP_TABLE or func.is_view or func in _COPIES):
+        return "fallback"
+    return "eager_op"
+
+
+def _materialize_for_read(storage) -> None:
+    """A kernel reads a pending buffer: run the graph, noting which op asked and why."""
+    if _eager_call is None:  # no op under LazyMode: printing switches dispatch modes off
+        sync("print")
+    else:
+        func, args, kwargs, declined = _eager_call
+        sync(sync_reason(func, args, kwargs, declined), func)
 
 
 # --------------------------------------------------------------------------- execution
@@ -306,41 +411,52 @@ def _flat_nodes(value):
 
 
 def _is_lifted_scalar(value) -> bool:
-    """Float constants become program inputs so a new learning rate is no new graph."""
-    return isinstance(value, float) and value not in (0.0, 1.0)
+    """Every float constant is a program input (LTC lifts even 0 and 1), so a new learning
+    rate makes no new graph; ints stay in the graph (they are mostly sizes and dims)."""
+    return isinstance(value, float)
 
 
 def _build_graph(order, outputs):
-    """An FX graph of ATen ops for ``order``; returns (graph, input values, signature)."""
+    """An FX graph of ATen ops for ``order``; returns (graph, input values, signature, nodes).
+
+    ``nodes[i]`` is the FX node of ``order[i]``.
+    """
     graph = fx.Graph()
     env, inputs, sig = {}, [], []
-
-    def convert(value):
-        if isinstance(value, LazyNode):
-            return env[value]
-        if isinstance(value, (list, tuple)):
-            return type(value)(convert(v) for v in value)
-        if _is_lifted_scalar(value):
-            placeholder = graph.placeholder(f"scalar_{len(inputs)}")
-            inputs.append(value)
-            sig.append("scalar")
-            return placeholder
-        return value
-
     for node in order:
         if node.target == "data":
             env[node] = graph.placeholder(f"data_{len(inputs)}")
             inputs.append(node.value)
             sig.append(("data", tuple(node.meta.shape), node.meta.dtype))
         else:
-            args, kwargs = convert(node.args), {k: convert(v) for k, v in node.kwargs.items()}
+            args = _graph_arg(node.args, graph, env, inputs, sig)
+            kwargs = {k: _graph_arg(v, graph, env, inputs, sig) for k, v in node.kwargs.items()}
             env[node] = graph.call_function(node.target, args, kwargs)
             sig.append((node.target, _structure(node.args, order), _structure(node.kwargs, order),
                         _meta_key(node.meta)))
         env[node].meta["val"] = node.meta
     graph.output(tuple(env[n] for n in outputs))
     sig.append(("out", tuple(order.index(n) for n in outputs)))
-    return graph, inputs, tuple(sig)
+    return graph, inputs, tuple(sig), [env[n] for n in order]
+
+
+def _graph_arg(value, graph, env, inputs, sig):
+    """An IR argument as an FX argument: nodes via ``env``, float scalars as new inputs.
+
+    A module-level function, not a recursive closure: a closure that calls itself is a
+    reference cycle, which would keep the graph's input buffers alive until the garbage
+    collector happens to run -- and make ``profile().peak_bytes`` vary from run to run.
+    """
+    if isinstance(value, LazyNode):
+        return env[value]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_graph_arg(v, graph, env, inputs, sig) for v in value)
+    if _is_lifted_scalar(value):
+        placeholder = graph.placeholder(f"scalar_{len(inputs)}")
+        inputs.append(value)
+        sig.append("scalar")
+        return placeholder
+    return value
 
 
 def _meta_key(meta):
@@ -361,8 +477,56 @@ def _structure(value, order):
     return value
 
 
-def sync() -> None:
-    """Materialise every live pending tensor: cut, compile (or reuse), run, store."""
+@contextlib.contextmanager
+def _fusion_policy(fusion, nodes, described):
+    """Inside the block, the scheduler uses ``fusion``'s groups (None: the built-in ones)."""
+    if fusion is None:
+        yield
+        return
+    groups = fusion(described)
+    with fixed_groups([[_call_node(nodes, described, i) for i in group] for group in groups]):
+        yield
+
+
+def _compile(graph, nodes, described) -> Program:
+    """Generate the program, with the plugged-in fusion policy's groups if there is one."""
+    with _fusion_policy(_options.fusion, nodes, described):
+        return generate(fx.GraphModule(torch.nn.Module(), graph), f"lazy_graph_{len(_cache)}")
+
+
+def _call_node(nodes, described, index):
+    """The FX node for a policy's node index, refusing inputs and unknown indices."""
+    if not isinstance(index, int) or not 0 <= index < len(nodes):
+        raise FusionError(f"fusion policy returned node index {index!r}; the graph has "
+                          f"nodes 0..{len(nodes) - 1}")
+    if described[index].kind == "input":
+        raise FusionError(f"fusion policy put input node {index} (device_data) in a group")
+    return nodes[index]
+
+
+def _program_for(order, outputs, graph, signature, nodes) -> Program:
+    """The cached program for this graph, or a fresh compilation (counted in the metrics)."""
+    plugged = _options.cache_key is not None or _options.fusion is not None
+    described = describe(order, outputs) if plugged else None
+    key = signature if _options.cache_key is None else _options.cache_key(described)
+    slot = (_options, key)
+    cached = _cache.get(slot)
+    if cached is not None and cached[0] == signature:
+        _metrics.cache_hits += 1
+        return cached[1]
+    if cached is not None:
+        _metrics.false_hits += 1
+    _metrics.cache_misses += 1
+    program = _compile(graph, nodes, described)
+    _cache[slot] = (signature, program)
+    return program
+
+
+def sync(reason: str = "explicit", op=None) -> None:
+    """Materialise every live pending tensor: cut, compile (or reuse), run, store.
+
+    ``reason`` and ``op`` say why (see the module docstring); they are logged.
+    """
     global _recorded_since_sync
     roots = _live_roots()
     _pending.clear()
@@ -372,14 +536,8 @@ def sync() -> None:
         return
     outputs = [s._lazy for s in roots]
     order = _topo(outputs)
-    graph, inputs, signature = _build_graph(order, outputs)
-    program = _cache.get(signature)
-    if program is None:
-        _metrics.cache_misses += 1
-        program = _cache[signature] = generate(fx.GraphModule(torch.nn.Module(), graph),
-                                               f"lazy_graph_{len(_cache)}")
-    else:
-        _metrics.cache_hits += 1
+    graph, inputs, signature, nodes = _build_graph(order, outputs)
+    program = _program_for(order, outputs, graph, signature, nodes)
     results = program.fn(*inputs)
     for storage, result in zip(roots, results):
         storage._buf = np.asarray(result, order="C").reshape(-1)
@@ -389,30 +547,77 @@ def sync() -> None:
     _metrics.nodes_executed += executed
     _metrics.dead_nodes_removed += max(_recorded_since_sync - executed, 0)
     _metrics.last_program = program
+    _metrics.sync_reasons[reason] += 1
+    _metrics.sync_log.append(SyncEvent(reason, str(op).removeprefix("aten.") if op else "", executed))
     _recorded_since_sync = 0
 
 
 def mark_step() -> None:
     """End of a training step: run everything recorded so far (``torch._lazy.mark_step``)."""
-    sync()
+    sync("mark_step")
 
 
 @contextlib.contextmanager
-def lazy():
-    """Record chip ops inside the block; materialise what is left when it ends."""
-    with LazyMode():
-        yield
-    sync()
+def lazy(cache_key: Callable | None = None, fusion: Callable | None = None):
+    """Record chip ops inside the block; materialise what is left when it ends.
+
+    ``cache_key`` and ``fusion`` plug in a trace-cache key and a fusion policy for the
+    block (see :class:`LazyOptions`).
+    """
+    global _options, _fallbacks_at_entry
+    previous, _options = _options, LazyOptions(cache_key, fusion)
+    outermost = _fallbacks_at_entry is None
+    if outermost:
+        _fallbacks_at_entry = Counter(FALLBACK_COUNTS)
+    try:
+        with LazyMode():
+            yield
+        sync("exit")
+    finally:
+        _options = previous
+        if outermost:
+            _metrics.fallback_ops.update(_open_block_fallbacks())
+            _fallbacks_at_entry = None
+
+
+def graph_hash(tensors=None) -> str:
+    """Digest of the pending graph's structure (``torch._lazy.computation.get_graph_hash``).
+
+    Stable across processes; changes with ops, shapes and dtypes, not with tensor values
+    or float scalars (those are program inputs).
+    """
+    outputs = _outputs_of(tensors)
+    order = _topo(outputs)
+    return _digest(_build_graph(order, outputs)[2])
+
+
+def pending_graph(tensors=None) -> list[IRNode]:
+    """The pending graph as :class:`IRNode` records -- what ``cache_key``/``fusion`` receive."""
+    outputs = _outputs_of(tensors)
+    return describe(_topo(outputs), outputs)
+
+
+def pending_schedule(tensors=None, fusion=None) -> tuple[fx.Graph, list[KernelGroup]]:
+    """The pending graph as an FX graph, and the kernels materialisation would run for it
+    (the built-in scheduler's, or those of a ``fusion`` policy) -- for visualisers."""
+    outputs = _outputs_of(tensors)
+    order = _topo(outputs)
+    if not order:
+        return fx.Graph(), []
+    graph, _, _, nodes = _build_graph(order, outputs)
+    with _fusion_policy(fusion, nodes, describe(order, outputs) if fusion else None):
+        return graph, schedule(graph)
+
+
+def _outputs_of(tensors) -> list[LazyNode]:
+    if tensors is None:
+        return [s._lazy for s in _live_roots()]
+    return [t.untyped_storage()._lazy for t in tensors if hasattr(t.untyped_storage(), "_lazy")]
 
 
 def pending_ir(tensors=None) -> list[LazyNode]:
     """The pending IR reachable from ``tensors`` (default: all live pending tensors)."""
-    if tensors is None:
-        outputs = [s._lazy for s in _live_roots()]
-    else:
-        outputs = [t.untyped_storage()._lazy for t in tensors
-                   if hasattr(t.untyped_storage(), "_lazy")]
-    return _topo(outputs)
+    return _topo(_outputs_of(tensors))
 
 
 def dump_ir(tensors=None) -> str:
@@ -439,4 +644,4 @@ def dump_ir(tensors=None) -> str:
     return "\n".join(lines)
 
 
-memory.set_materializer(lambda storage: sync())
+memory.set_materializer(_materialize_for_read)

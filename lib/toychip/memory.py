@@ -13,21 +13,25 @@ drop Python attributes; the storage object is shared by all of them.
 
 Used in chapter 08 (a device allocator) and chapter 04 (a lazy storage has ``_lazy``
 instead of ``_buf`` until it is materialised).
+
+Memory accounting (chapter 06: what saving activations for the backward costs): while a
+``toychip.profile()`` is open, every fresh buffer a tensor gets is charged to it until the
+buffer is freed, giving the profile's ``allocated_bytes``, ``live_bytes`` and
+``peak_bytes``. Buffers that existed before the block (parameters, inputs) are not
+counted; neither are the scratch arrays *inside* one compiled program -- what a program
+returns is -- nor, for now, the buffers lazy mode materialises.
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 import torch
 
-# torch dtype <-> NumPy dtype for the dtypes the chip supports.
-NUMPY_DTYPE = {
-    torch.float32: np.dtype(np.float32),
-    torch.float64: np.dtype(np.float64),
-    torch.int64: np.dtype(np.int64),
-    torch.int32: np.dtype(np.int32),
-    torch.bool: np.dtype(np.bool_),
-}
-TORCH_DTYPE = {v: k for k, v in NUMPY_DTYPE.items()}
+from .dtypes import BUFFER_DTYPE, COMPUTE_DTYPE, TORCH_DTYPE
+
+# The dtypes kernels compute in directly (see toychip.dtypes for float16/bfloat16).
+NUMPY_DTYPE = COMPUTE_DTYPE
 
 _create_empty = torch._C._acc.create_empty_tensor
 _META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
@@ -43,6 +47,36 @@ class DeviceMismatchError(RuntimeError):
 _materializer = None
 
 
+# Open profiles counting device memory (toychip.clock adds them); empty outside a profile,
+# so the hot path pays one list test.
+_counters: list = []
+# ids of the buffers being counted; an id leaves when its buffer is freed.
+_counted: set[int] = set()
+
+
+def count_buffer(array: np.ndarray) -> None:
+    """Charge a fresh buffer to every open profile until NumPy frees it.
+
+    A view (``array.base`` set) is memory that is already there, so it is never charged.
+    """
+    if array.base is not None or id(array) in _counted:
+        return
+    nbytes, counters = array.nbytes, tuple(_counters)
+    for c in counters:
+        c.allocated_bytes += nbytes
+        c.live_bytes += nbytes
+        if c.live_bytes > c.peak_bytes:
+            c.peak_bytes = c.live_bytes
+    _counted.add(id(array))
+    weakref.finalize(array, _release, id(array), nbytes, counters).atexit = False
+
+
+def _release(key: int, nbytes: int, counters: tuple) -> None:
+    _counted.discard(key)
+    for c in counters:
+        c.live_bytes -= nbytes
+
+
 def set_materializer(fn) -> None:
     """Install the function that turns a lazy storage into a real buffer (chapter 04)."""
     global _materializer
@@ -52,19 +86,25 @@ def set_materializer(fn) -> None:
 def check_dtype(dtype: torch.dtype) -> np.dtype:
     """The NumPy dtype for ``dtype``, or a clear error if the chip has no such type."""
     try:
-        return NUMPY_DTYPE[dtype]
+        return BUFFER_DTYPE[dtype]
     except KeyError:
-        names = ", ".join(str(d) for d in NUMPY_DTYPE)
+        names = ", ".join(str(d) for d in BUFFER_DTYPE)
         raise TypeError(f"toychip does not support dtype {dtype}; supported dtypes: {names}") from None
 
 
-def wrap(array) -> torch.Tensor:
-    """A new toychip tensor owning ``array`` (copied to C order only if it is not already)."""
+def wrap(array, counted: bool = True) -> torch.Tensor:
+    """A new toychip tensor owning ``array`` (copied to C order only if it is not already).
+
+    ``counted=False``: ``array`` is a view of memory already on the chip, copied only
+    because a toychip buffer is flat; the copy is not charged as new device memory.
+    """
     array = np.asarray(array, order="C")
     try:
         dtype = TORCH_DTYPE[array.dtype]
     except KeyError:
         raise TypeError(f"toychip kernel produced unsupported dtype {array.dtype}") from None
+    if _counters and counted:
+        count_buffer(array)
     t = _create_empty(array.shape, dtype)
     t.untyped_storage()._buf = array.reshape(-1)
     return t
@@ -83,7 +123,9 @@ def allocate(size, stride, dtype: torch.dtype) -> torch.Tensor:
     size, stride = list(size), list(stride)
     if stride == contiguous_strides(size):
         t = _create_empty(size, dtype)
-        t.untyped_storage()._buf = np.empty(storage_nelems(size, stride), np_dtype)
+        buf = t.untyped_storage()._buf = np.empty(storage_nelems(size, stride), np_dtype)
+        if _counters:
+            count_buffer(buf)
         return t
     base = wrap(np.empty(storage_nelems(size, stride), np_dtype))
     return alias(base, size, stride, 0)
@@ -110,9 +152,35 @@ def alias(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
     return out
 
 
+def restride(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
+    """``as_strided_`` on the chip: new metadata for ``t`` itself over the same buffer.
+
+    CPU's kernel checks the view against the C++ storage size, which is 0 here (the data
+    lives in ``_buf``), so the Meta kernel sets the metadata instead, as in :func:`alias`.
+    """
+    _set_storage.redispatch(_META_KEYS, t, t.untyped_storage(), offset, size, stride)
+    return t
+
+
+def resize(t: torch.Tensor, size) -> torch.Tensor:
+    """``resize_`` on the chip: contiguous ``size``, keeping the data; the buffer grows if needed."""
+    size = list(size)
+    storage = t.untyped_storage()
+    needed = t.storage_offset() + storage_nelems(size, contiguous_strides(size))
+    if needed > storage._buf.size:
+        grown = np.empty(needed, storage._buf.dtype)
+        grown[:storage._buf.size] = storage._buf
+        storage._buf = grown
+        if _counters:
+            count_buffer(grown)
+    return restride(t, size, contiguous_strides(size), t.storage_offset())
+
+
 def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
     """Point ``t`` (in place) at a fresh buffer holding ``array``: ``resize_`` and ``out=`` results."""
     array = np.asarray(array, order="C")
+    if _counters:
+        count_buffer(array)
     storage = t.untyped_storage()
     storage._buf = array.reshape(-1)
     _set_storage.redispatch(_META_KEYS, t, storage, 0, array.shape, contiguous_strides(array.shape))

@@ -22,9 +22,11 @@ import torch
 
 from . import clock, device
 from .device import check_index
+from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_buffer, narrow, store, \
+    values_of, widen
 from .kernels import KERNELS, Kernel
 from .memory import NUMPY_DTYPE, DeviceMismatchError, alias, allocate, as_numpy, check_dtype, \
-    contiguous_strides, wrap
+    contiguous_strides, resize, restride, wrap
 
 aten = torch.ops.aten
 Tensor = torch.Tensor
@@ -54,7 +56,22 @@ class OpEntry:
             args, kwargs = self.adapt(*args, **kwargs)
             if out is not None:
                 kwargs["out"] = out
+        half = next((a.dtype for a in args if is_half_buffer(a)), None)
+        if half is not None:
+            return self._run_widened(TORCH_DTYPE[half], args, kwargs)
         return self.kernel.fn(*args, **kwargs)
+
+    def _run_widened(self, half: torch.dtype, args, kwargs):
+        """16-bit float buffers: compute on float32 copies, round float results back."""
+        out = kwargs.pop("out", None)
+        args = [widen(a) if is_half_buffer(a) else a for a in args]
+        result = self.kernel.fn(*args, **kwargs)
+        results = tuple(narrow(r, half) if r.dtype.kind == "f" else r
+                        for r in (result if isinstance(result, tuple) else (result,)))
+        if out is not None:
+            store(out, values_of(results[0]), TORCH_DTYPE[out.dtype])
+            results = (out,) + results[1:]
+        return results if isinstance(result, tuple) else results[0]
 
 
 class KernelDeclined(NotImplementedError):
@@ -101,8 +118,8 @@ _COMPUTE_OPS = {
     "div.Tensor": "div", "div.Scalar": "div", "div.Tensor_mode": "div", "neg.default": "neg",
     "exp.default": "exp", "log.default": "log", "sqrt.default": "sqrt", "rsqrt.default": "rsqrt",
     "reciprocal.default": "reciprocal", "abs.default": "abs", "pow.Tensor_Scalar": "pow",
-    "pow.Scalar": "pow", "pow.Tensor_Tensor": "pow", "tanh.default": "tanh", "sigmoid.default": "sigmoid",
-    "silu.default": "silu", "relu.default": "relu", "maximum.default": "maximum",
+    "pow.Scalar": "pow", "pow.Tensor_Tensor": "pow", "tanh.default": "tanh", "erf.default": "erf",
+    "sigmoid.default": "sigmoid", "silu.default": "silu", "relu.default": "relu", "maximum.default": "maximum",
     "minimum.default": "minimum", "clamp.default": "clamp", "where.self": "where",
     "eq.Tensor": "eq", "eq.Scalar": "eq", "ne.Tensor": "ne", "ne.Scalar": "ne",
     "lt.Tensor": "lt", "lt.Scalar": "lt", "le.Tensor": "le", "le.Scalar": "le",
@@ -245,26 +262,67 @@ def foreach_calls(func, element, args, kwargs):
 
 # --------------------------------------------------------------------------- eager wrappers
 def _arg(a):
-    """Tensor -> its NumPy view; lists of tensors likewise; anything else unchanged."""
+    """Tensor -> its NumPy view (16-bit floats: widened to float32); lists of tensors
+    likewise; a dtype -> the NumPy dtype kernels compute in; anything else unchanged."""
     if isinstance(a, Tensor):
-        return as_numpy(a)
+        return as_numpy(a) if a.dtype not in HALF_DTYPES else widen(as_numpy(a))
     if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
-        return [as_numpy(x) for x in a]
+        return [_arg(x) for x in a]
     if isinstance(a, torch.dtype):
-        return NUMPY_DTYPE[a]
+        return NUMPY_DTYPE[a] if a not in HALF_DTYPES else NUMPY_DTYPE[torch.float32]
     return a
+
+
+def _half_dtype(args) -> torch.dtype | None:
+    """The 16-bit float dtype among a call's tensor arguments, if any."""
+    for a in args:
+        if isinstance(a, Tensor) and a.dtype in HALF_DTYPES:
+            return a.dtype
+    return None
+
+
+def _result_dtype(result: np.ndarray, entry: OpEntry, args, half: torch.dtype) -> torch.dtype:
+    """The dtype PyTorch gives a result computed in float32 from 16-bit inputs."""
+    if result.dtype.kind != "f":
+        return TORCH_DTYPE[result.dtype]
+    return _pointwise_dtype(args) if entry.kernel.kind == "pointwise" else half
+
+
+def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
+    """A kernel on 16-bit floats: it ran on float32 copies; round the results back.
+
+    Real chips do the same (compute in float32, store in 16 bits); rounding each op's
+    result is also what PyTorch's CPU kernels do, so the bits match.
+    """
+    result = entry.kernel.fn(*arrays, **kw)
+    computed = result if isinstance(result, tuple) else (result,)
+    stored = tuple(narrow(r, _result_dtype(r, entry, args, half)) for r in computed)
+    if clock._active:
+        inputs = [as_numpy(a) for a in args if isinstance(a, Tensor)]
+        clock.charge_kernel(name, clock.array_bytes(inputs) + clock.array_bytes(stored),
+                            entry.kernel.flops(arrays, computed))
+    if entry.inplace:
+        store(as_numpy(args[0]), computed[0], args[0].dtype)
+        return args[0]
+    wrapped = tuple(wrap(r) for r in stored)
+    return wrapped if isinstance(result, tuple) else wrapped[0]
+
+
+def _pointwise_dtype(args) -> torch.dtype:
+    """PyTorch's result dtype for a pointwise op on these arguments (type promotion)."""
+    tensors = [a for a in args[:2] if isinstance(a, (Tensor, int, float, bool))]
+    return torch.result_type(*tensors) if len(tensors) == 2 else args[0].dtype
 
 
 def _promoted(result: np.ndarray, args) -> np.ndarray:
     """Cast a pointwise result to PyTorch's result dtype where NumPy's promotion differs."""
-    tensors = [a for a in args[:2] if isinstance(a, (Tensor, int, float, bool))]
-    dtype = torch.result_type(*tensors) if len(tensors) == 2 else args[0].dtype
+    dtype = _pointwise_dtype(args)
     if not dtype.is_floating_point and result.dtype.kind == "f":
         dtype = torch.get_default_dtype()
     return result.astype(NUMPY_DTYPE[dtype], copy=False)
 
 
-def _eager(entry: OpEntry) -> Callable:
+def eager_kernel(entry: OpEntry) -> Callable:
     """The PrivateUse1 kernel for one table row: unwrap, run, charge, wrap.
 
     Kept flat on purpose: this closure runs for every eager op (the <= 15 us budget).
@@ -278,6 +336,7 @@ def _eager(entry: OpEntry) -> Callable:
         try:
             arrays = [_arg(a) for a in args]
             kw = {k: _arg(v) for k, v in kwargs.items()} if kwargs else kwargs
+            half = _half_dtype(args)
         except DeviceMismatchError as e:
             raise DeviceMismatchError(f"aten.{name}: {e}") from None
         if adapt is not None:
@@ -286,6 +345,8 @@ def _eager(entry: OpEntry) -> Callable:
             except KernelDeclined:
                 return _decline_handler(entry.op, *args, **kwargs)
         NATIVE_COUNTS[name] += 1
+        if half is not None:
+            return _run_half(entry, name, args, arrays, kw, half)
         if inplace:
             result = fn(*arrays, out=arrays[0], **kw)
         else:
@@ -320,27 +381,35 @@ def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
     """Every ``.to()``/``.cpu()``/``copy_`` touching the chip lands here: H2D, D2H or D2D."""
     if dst.device.type == "cpu":
         data = as_numpy(src)
-        dst.copy_(torch.from_numpy(np.asarray(data, order="C")))
+        dst.copy_(host_tensor(np.asarray(data, order="C")))
         if clock._active:
             clock.charge_copy("to_cpu", data.nbytes)
         return dst
     target = as_numpy(dst)
     if src.device.type == "cpu":
         check_dtype(src.dtype)
-        data = src.numpy(force=True)
+        data = host_array(src)
         if clock._active:
             clock.charge_copy("to_chip", data.nbytes)
     else:
         data = as_numpy(src)
         if clock._active:
             clock.charge_kernel("copy_", data.nbytes + target.nbytes, 0)
-    np.copyto(target, data, casting="unsafe")
+    store(target, data, dst.dtype)
     NATIVE_COUNTS["_copy_from"] += 1
     return dst
 
 
 def _as_strided(t, size, stride, storage_offset=None):
     return alias(t, size, stride, t.storage_offset() if storage_offset is None else storage_offset)
+
+
+def _as_strided_inplace(t, size, stride, storage_offset=None):
+    return restride(t, size, stride, t.storage_offset() if storage_offset is None else storage_offset)
+
+
+def _resize(t, size, memory_format=None):
+    return resize(t, size)
 
 
 def _view(t, size):
@@ -366,7 +435,7 @@ def _reshape_alias(t, size, stride):
 
 
 def _local_scalar_dense(t):
-    value = as_numpy(t).item()
+    value = values_of(as_numpy(t)).item()
     if clock._active:
         clock.charge_copy("to_cpu", t.element_size())
     return value
@@ -374,7 +443,7 @@ def _local_scalar_dense(t):
 
 def _fill(t, value):
     target = as_numpy(t)
-    target[...] = as_numpy(value) if isinstance(value, Tensor) else value
+    store(target, as_numpy(value) if isinstance(value, Tensor) else value, t.dtype)
     if clock._active:
         clock.charge_kernel("fill_", target.nbytes, 0)
     return t
@@ -386,7 +455,7 @@ def _zero(t):
 
 def _normal(t, mean=0.0, std=1.0, *, generator=None):
     target = as_numpy(t)
-    target[...] = device.rng().normal(mean, std, target.shape)
+    store(target, device.rng().normal(mean, std, target.shape), t.dtype)
     if clock._active:
         clock.charge_kernel("normal_", target.nbytes, target.size)
     return t
@@ -394,7 +463,7 @@ def _normal(t, mean=0.0, std=1.0, *, generator=None):
 
 def _uniform(t, low=0.0, high=1.0, *, generator=None):
     target = as_numpy(t)
-    target[...] = device.rng().uniform(low, high, target.shape)
+    store(target, device.rng().uniform(low, high, target.shape), t.dtype)
     if clock._active:
         clock.charge_kernel("uniform_", target.nbytes, target.size)
     return t
@@ -411,7 +480,8 @@ def _counted(name: str, fn: Callable) -> Callable:
 # Device-memory and metadata ops every backend provides (not kernels of the library).
 MEMORY_OPS = {
     "empty.memory_format": _empty_memory_format, "empty_strided": _empty_strided,
-    "as_strided": _as_strided, "view": _view, "_reshape_alias": _reshape_alias,
+    "as_strided": _as_strided, "as_strided_": _as_strided_inplace, "resize_": _resize, "view": _view,
+    "_reshape_alias": _reshape_alias,
     "_local_scalar_dense": _local_scalar_dense, "fill_.Scalar": _fill, "fill_.Tensor": _fill,
     "zero_": _zero, "normal_": _normal, "uniform_": _uniform,
 }
@@ -430,7 +500,7 @@ def register() -> None:
         counted = fn if name.startswith("empty") else _counted(name, fn)
         _LIB.impl(name, counted, "PrivateUse1")
     for op, entry in OP_TABLE.items():
-        _LIB.impl(op, _eager(entry), "PrivateUse1")
+        _LIB.impl(op, eager_kernel(entry), "PrivateUse1")
 
 
 def ops_table() -> str:

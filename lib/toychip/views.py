@@ -5,7 +5,9 @@
 * :func:`partition_view` -- a compiled ATen graph with its chip islands, CPU islands and
   fusion groups as clusters (chapter 06);
 * :func:`lazy_ir_view` -- the pending lazy IR, with the pointwise chains that
-  materialisation will fuse (chapter 04).
+  materialisation will fuse, or the groups a plugged-in fusion policy chose (chapter 04);
+* :func:`sync_timeline_view` -- the graphs lazy mode ran, in order, each with the reason
+  it had to run (a planned ``mark_step`` or a barrier such as ``.item()``) (chapter 04).
 
 Rendering is :mod:`graphviews`' job; these functions only build the data.
 """
@@ -14,9 +16,9 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 from graphviews.model import GraphView
+from graphviews.styles import register_kind
 
-from . import compiler, lazy_tensor
-from .fusion import schedule
+from . import lazy_tensor
 
 # What each key of a toychip tensor does when the dispatcher reaches it.
 _KEY_ROLES = {
@@ -66,6 +68,8 @@ def partition_view(compiled=None) -> GraphView:
     compiled) or an ATen ``fx.GraphModule`` with ``meta["val"]``, which is then
     partitioned here without being compiled.
     """
+    from . import compiler  # loads Dynamo: only for views of compiled graphs
+
     if compiled is None:
         compiled = compiler.COMPILED[-1]
     if isinstance(compiled, fx.GraphModule):
@@ -99,17 +103,44 @@ def partition_view(compiled=None) -> GraphView:
     return view
 
 
-def lazy_ir_view(tensors=None) -> GraphView:
-    """The pending lazy IR (default: every live pending tensor) with its fusion groups."""
-    order = lazy_tensor.pending_ir(tensors)
+def lazy_ir_view(tensors=None, fusion=None) -> GraphView:
+    """The pending lazy IR (default: every live pending tensor) with its fusion groups.
+
+    ``fusion`` is a policy as for ``toychip.lazy(fusion=...)``; without it the clusters
+    are the built-in scheduler's groups.
+    """
+    graph, groups = lazy_tensor.pending_schedule(tensors, fusion)
     view = GraphView(title="toychip lazy IR (pending)")
-    if not order:
-        return view
-    outputs = [n for n in order if n.target != "data"][-1:]
-    graph, _, _ = lazy_tensor._build_graph(order, outputs)
     _add_graph(view, graph, lambda n: "lazy_op" if n.op == "call_function" else n.op)
-    for group in schedule(graph):
+    for group in groups:
         if group.kind == "fused":
             view.add_cluster(group.name, f"{group.name}: {group.label}",
                              [n.name for n in group.nodes], kind="fusion")
+    return view
+
+
+# Planned materialisations versus barriers that cut a step into smaller graphs.
+_PLANNED = {"mark_step", "exit", "explicit"}
+register_kind("sync_planned", meaning="计划内的物化 (mark_step / 块结束)", fillcolor="#d9ead3")
+register_kind("sync_barrier", meaning="同步屏障：把一步切成更小的图 (barrier)", fillcolor="#f4cccc")
+
+
+def sync_timeline_view(metrics=None) -> GraphView:
+    """Every graph lazy mode ran (default: since the last reset), left to right.
+
+    Green: a planned ``mark_step`` / end of block; red: a barrier (``item``,
+    ``host_copy``, ``print``, ``data_dependent_shape``, ``fallback``, ``eager_*``).
+    """
+    metrics = metrics or lazy_tensor.lazy_metrics()
+    view = GraphView(title="lazy graphs executed, in order", direction="LR")
+    previous = None
+    for i, event in enumerate(metrics.sync_log):
+        kind = "sync_planned" if event.reason in _PLANNED else "sync_barrier"
+        details = [f"reason: {event.reason}", f"{event.nodes} ops"]
+        if event.op:
+            details.append(f"needed by {event.op}")
+        view.add_node(f"graph_{i}", f"graph {i}", kind, details)
+        if previous is not None:
+            view.add_edge(previous, f"graph_{i}")
+        previous = f"graph_{i}"
     return view

@@ -63,7 +63,7 @@ def test_device_index_out_of_range_is_a_clear_error():
         torch.toychip.synchronize(3)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.complex64])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float8_e4m3fn])
 def test_unsupported_dtype_names_the_dtype(dtype):
     with pytest.raises(TypeError, match=f"does not support dtype {dtype}"):
         torch.zeros(3, dtype=dtype, device="toychip")
@@ -76,3 +76,11 @@ def test_dispatch_keys_are_the_privateuse1_set(chip_pair):
     for key in ("PrivateUse1", "ADInplaceOrView", "AutogradPrivateUse1"):
         assert key in keys
     assert "PrivateUse1: registered" in torch._C._dispatch_dump("aten::relu")
+
+
+def test_rng_state_round_trips():
+    state = torch.toychip.get_rng_state()
+    first = torch.randn(4, device="toychip").cpu()
+    torch.toychip.set_rng_state(state)
+    assert state.dtype == torch.uint8
+    assert torch.equal(torch.randn(4, device="toychip").cpu(), first)

@@ -34,3 +34,4 @@ def test_reductions_stay_separate():
     groups = _groups(lambda x: (x * 2).sum() + 1, torch.randn(4))
     kinds = [label for _, label in groups]
     assert "sum" in kinds
+

@@ -112,3 +112,10 @@ def test_a_declined_kernel_runs_eagerly_in_lazy_mode():
     with toychip.lazy():
         out = torch.relu(chip_conv(chip_x))
     torch.testing.assert_close(out.cpu(), torch.relu(conv.cpu()(x)))
+
+
+def test_a_matmul_epilogue_whose_matmul_reads_one_input_twice_runs():
+    x = torch.randn(4, 4)
+    with toychip.lazy():
+        out = torch.relu(x.to("toychip").mm(x.to("toychip")))
+    torch.testing.assert_close(out.cpu(), torch.relu(x.mm(x)))

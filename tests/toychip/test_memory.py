@@ -39,3 +39,12 @@ def test_inplace_ops_on_views_match_cpu(chip_pair):
         t[:, 0].zero_()
         t.relu_()
     assert torch.equal(chip.cpu(), cpu)
+
+
+def test_inplace_restride_and_resize_keep_the_buffer():
+    t = torch.arange(12.0).to("toychip")
+    t.as_strided_((3, 2), (4, 1), 1)
+    assert torch.equal(t.cpu(), torch.arange(12.0).as_strided((3, 2), (4, 1), 1))
+    u = torch.arange(4.0).to("toychip")
+    u.resize_(2, 3)
+    assert u.shape == (2, 3) and torch.equal(u.cpu().flatten()[:4], torch.arange(4.0))
