@@ -196,6 +196,11 @@ class ColdStartWorkload:
         self.calls += 1
         _sleep(self.cold_s if self.calls <= self.cold_calls else self.steady_s)
 
+    @property
+    def disturbance_s(self) -> float:
+        """The extra cost a dishonest benchmark folds into its median (0: none to fold)."""
+        return self.cold_s if self.cold_calls else 0.0
+
     def synchronize(self) -> None:
         """Nothing runs asynchronously here (a CPU)."""
 
@@ -212,6 +217,10 @@ class PausingWorkload(ColdStartWorkload):
         super().__call__(*args)
         if self.calls % self.period == 0:
             _sleep(self.pause_s)
+
+    @property
+    def disturbance_s(self) -> float:
+        return self.pause_s
 
 
 class AsyncDevice(ColdStartWorkload):
@@ -280,11 +289,14 @@ def toychip_profile(kind: str, params: tuple, **spec_fields) -> dict:
 
 # --------------------------------------------------------------------- diagrams
 
-for _kind, _color in {"api": "#f9cb9c", "capture": "#cfe2f3", "ir": "#d9ead3", "backend": "#d9d2e9",
-                      "deploy": "#fff2cc", "runtime": "#eeeeee", "answer": "#d9ead3"}.items():
-    register_kind(_kind, fillcolor=_color)
-register_kind("question", shape="diamond", fillcolor="#fce5cd")
-register_kind("legacy", fillcolor="#f4cccc", style="filled,dashed")
+for _kind, _color, _meaning in [
+        ("api", "#f9cb9c", "用户 API (API)"), ("capture", "#cfe2f3", "图捕获 (capture)"),
+        ("ir", "#d9ead3", "中间表示 (IR)"), ("backend", "#d9d2e9", "后端 (backend)"),
+        ("deploy", "#fff2cc", "部署 (deployment)"), ("runtime", "#eeeeee", "运行时 (runtime)"),
+        ("answer", "#d9ead3", "选择 (answer)")]:
+    register_kind(_kind, meaning=_meaning, fillcolor=_color)
+register_kind("question", meaning="问题 (question)", shape="diamond", fillcolor="#fce5cd")
+register_kind("legacy", meaning="旧技术 (legacy)", fillcolor="#f4cccc", style="filled,dashed")
 
 STACK_NODES = [
     # id, label, kind, details

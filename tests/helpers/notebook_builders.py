@@ -4,15 +4,20 @@ from pathlib import Path
 
 import nbformat
 
-from grader.notebooks import ANSWER_PREFIX, exercise_id, grade_id, inject_solutions, read_notebook
+from grader.grading.notebooks import ANSWER_PREFIX, exercise_id, grade_id, read_notebook
+from grader.instructor.release import inject_solutions
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CHAPTER_03 = NOTEBOOKS / "03_fx.ipynb"
 
 
 def wrong_answer_source(function, name: str) -> str:
-    """Source defining ``name`` as the given (wrong) function, with its module's helpers."""
-    return inspect.getsource(inspect.getmodule(function)) + f"\n{name} = {function.__name__}\n"
+    """Source defining ``name`` as the given (wrong) function: its module's source for a
+    self-contained ``wrong_chNN`` module, an import for a course library function."""
+    module = inspect.getmodule(function)
+    if not module.__name__.startswith("wrong_ch"):
+        return f"from {module.__name__} import {function.__name__} as {name}\n"
+    return inspect.getsource(module) + f"\n{name} = {function.__name__}\n"
 
 
 def write_filled(path: Path, notebook_path: Path = CHAPTER_03, overrides: dict | None = None) -> Path:
@@ -26,20 +31,26 @@ def write_filled(path: Path, notebook_path: Path = CHAPTER_03, overrides: dict |
     return path
 
 
-def write_answers_only(path: Path, answers: dict | None = None, extra_cells=(), edit=None,
-                       notebook_path: Path = CHAPTER_03) -> Path:
+def answers_only(notebook_path: Path, answers: dict | None = None) -> nbformat.NotebookNode:
     """A short submission: the chapter's import cell, its answer cells (references, or
-    ``answers[exercise_id]`` source) and check cells; ``extra_cells`` are appended code,
-    and ``edit(notebook)`` may tamper with it before it is written."""
+    ``answers[exercise_id]`` source) and its check cells."""
     full = inject_solutions(read_notebook(notebook_path))
     imports = next(c for c in full.cells if c.cell_type == "code" and "import" in c.source)
-    kept = [imports] + [c for c in full.cells if grade_id(c)]
-    for cell in kept:
+    full.cells = [imports] + [c for c in full.cells if grade_id(c)]
+    for cell in full.cells:
         identifier = grade_id(cell)
         if identifier.startswith(ANSWER_PREFIX) and exercise_id(identifier) in (answers or {}):
             cell.source = answers[exercise_id(identifier)]
-    full.cells = kept + [nbformat.v4.new_code_cell(source) for source in extra_cells]
+    return full
+
+
+def write_answers_only(path: Path, answers: dict | None = None, extra_cells=(), edit=None,
+                       notebook_path: Path = CHAPTER_03) -> Path:
+    """:func:`answers_only` written to ``path``; ``extra_cells`` are appended code, and
+    ``edit(notebook)`` may tamper with it before it is written."""
+    notebook = answers_only(notebook_path, answers)
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in extra_cells]
     if edit is not None:
-        edit(full)
-    nbformat.write(full, path)
+        edit(notebook)
+    nbformat.write(notebook, path)
     return path

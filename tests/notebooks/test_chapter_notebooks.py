@@ -6,11 +6,9 @@ import nbclient
 import nbformat
 import pytest
 
-from grader.exercises import load
-from grader.notebooks import ANSWER_PREFIX, CHECK_PREFIX, check_cells, exercise_id, grade_id, read_notebook
-from notebook_builders import CHAPTER_03, NOTEBOOKS, write_filled
-
-REGISTRY = load()
+from grader import chapters
+from grader.grading.notebooks import ANSWER_PREFIX, CHECK_PREFIX, check_cells, exercise_id, grade_id, read_notebook
+from notebook_builders import NOTEBOOKS, write_filled
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("*.ipynb"))
 REQUIRED_NBGRADER_KEYS = {"schema_version", "grade", "solution", "locked", "grade_id"}
@@ -38,7 +36,7 @@ def test_nbgrader_metadata_is_valid_and_matches_the_declarations(path):
         assert REQUIRED_NBGRADER_KEYS <= set(meta) and meta["schema_version"] == 3
         assert meta["grade_id"] not in seen
         seen.add(meta["grade_id"])
-        exercise = REGISTRY.get(exercise_id(meta["grade_id"]))
+        exercise = chapters.get(exercise_id(meta["grade_id"]))
         if meta["grade_id"].startswith(CHECK_PREFIX):
             assert meta["grade"] and meta["locked"] and not meta["solution"]
             assert meta["points"] == exercise.points
@@ -47,15 +45,28 @@ def test_nbgrader_metadata_is_valid_and_matches_the_declarations(path):
             assert meta["grade_id"].startswith(ANSWER_PREFIX) and meta["solution"] and not meta["grade"]
 
 
-def test_chapter_03_declares_every_chapter_03_exercise_with_matching_stubs():
-    notebook = read_notebook(CHAPTER_03)
-    assert list(check_cells(notebook)) == [e.id for e in REGISTRY.chapter("03")]
+def parameter_names(arguments: ast.arguments) -> list[str]:
+    """Every parameter of a ``def``, in signature order (``*args`` and ``**kwargs`` included)."""
+    names = [a.arg for a in arguments.posonlyargs + arguments.args]
+    names += [arguments.vararg.arg] if arguments.vararg else []
+    names += [a.arg for a in arguments.kwonlyargs]
+    return names + ([arguments.kwarg.arg] if arguments.kwarg else [])
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_declares_every_exercise_of_its_chapter_in_order_with_matching_stubs(path):
+    notebook = read_notebook(path)
+    assert list(check_cells(notebook)) == [e.id for e in chapters.chapter(path.name[:2])]
     for cell in notebook.cells:
         if grade_id(cell).startswith(ANSWER_PREFIX):
-            exercise = REGISTRY.get(exercise_id(grade_id(cell)))
+            exercise = chapters.get(exercise_id(grade_id(cell)))
             stub = ast.parse(cell.source).body[0]
             assert stub.name == exercise.function
-            assert [a.arg for a in stub.args.args] == list(inspect.signature(exercise.reference_function).parameters)
+            assert parameter_names(stub.args) == list(inspect.signature(exercise.reference_function).parameters)
+
+
+def test_every_chapter_module_has_its_notebook():
+    assert set(chapters.chapter_modules()) == {path.name[:2] for path in ALL_NOTEBOOKS}
 
 
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)

@@ -1,0 +1,167 @@
+"""Programs for chapter 04 (Lazy Tensor), and the one place that touches real LTC.
+
+* :func:`run_program` interprets a *program*: a list of plain-data steps, so the grader
+  can draw random programs from a seed and ship them to the sandbox (a ``partial`` of a
+  module-level function pickles; a closure would not). Every value an output does not
+  need is dead code -- what a lazy recorder must not run. :class:`Program` wraps one as
+  a module, for FX tracing.
+* :func:`lazy_sgd` trains a tiny regressor in toychip lazy mode over a schedule of
+  (learning rate, batch size) steps: the workload of the trace-cache exercise.
+* :func:`init_ltc` starts PyTorch's own Lazy Tensor Core with its TorchScript backend,
+  once per process (a second ``torch._lazy.ts_backend.init()`` raises).
+"""
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+UNARY = ("relu", "sigmoid", "tanh", "neg", "abs")
+
+
+def run_program(steps, x: torch.Tensor, w: torch.Tensor):
+    """Run ``steps`` on ``x`` (n×n) and ``w`` (n×n); returns the last value.
+
+    Each step appends one value, reading earlier ones by index (``values[0]`` is ``x``):
+    ``("unary", name, i)``, ``("scale", c, i)`` (times a float), ``("matmul", i)``
+    (``values[i] @ w``), ``("add", i, j)``, ``("sum", i)`` (over rows, kept as 1×n).
+    Barrier steps (chapter 04's barrier finder) compute the same kind of value but make
+    a lazy device materialise: ``("item", i)`` (scale by ``values[i].sum().item()``),
+    ``("mask", i)`` (sum of the positive entries, via a boolean mask), ``("cumsum", i)``,
+    ``("host", i)`` (a copy to the CPU, then back), ``("transpose", i)`` (a view: no barrier).
+    """
+    values = [x]
+    for step in steps:
+        kind, a = step[0], step[-1]
+        v = values[a]
+        if kind == "unary":
+            values.append(getattr(torch, step[1])(v))
+        elif kind == "scale":
+            values.append(v * step[1])
+        elif kind == "matmul":
+            values.append(v @ w)
+        elif kind == "add":
+            values.append(values[step[1]] + v)
+        elif kind == "sum":
+            values.append(v.sum(dim=0, keepdim=True))
+        elif kind == "item":
+            values.append(v * (v.sum().item() / v.numel()))
+        elif kind == "mask":
+            values.append(v[v > 0].sum().reshape(1, 1) + w)
+        elif kind == "cumsum":
+            values.append(torch.cumsum(v, dim=0))
+        elif kind == "host":
+            values.append(v.cpu().to(v.device) * 2.0)
+        elif kind == "transpose":
+            values.append(v.t())
+        else:
+            raise ValueError(f"unknown step {step!r}")
+    return values[-1]
+
+
+class Program(nn.Module):
+    """``run_program(steps, x, w)`` as a module whose forward returns a 1-tuple, like the
+    graphs Dynamo hands to a backend; ``torch.fx.symbolic_trace`` turns it into one."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def forward(self, x, w):
+        return (run_program(self.steps, x, w),)
+
+
+def random_program(rng: random.Random, length: int, kinds=("unary", "scale", "matmul", "add", "sum"),
+                   weights=(5, 4, 1, 2, 1)) -> list[tuple]:
+    """A random program of ``length`` steps; operands are drawn from recent values, so
+    some values end up unused (dead)."""
+    steps = []
+    for n in range(1, length + 1):
+        kind = rng.choices(kinds, weights)[0]
+        a = rng.randrange(max(0, n - 3), n)
+        if kind == "unary":
+            steps.append(("unary", rng.choice(UNARY), a))
+        elif kind == "scale":
+            steps.append(("scale", rng.choice([0.5, 2.0, -1.5]), a))
+        elif kind == "add":
+            steps.append(("add", rng.randrange(max(0, n - 4), n), a))
+        else:
+            steps.append((kind, a))
+    return steps
+
+
+# --------------------------------------------------------------------------- lazy SGD
+def make_regressor(seed: int = 0) -> nn.Module:
+    """Linear(4, 8) → tanh → Linear(8, 2): small enough to train in milliseconds."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+def lazy_sgd(schedule, cache_key=None, seed: int = 0) -> dict:
+    """Train in toychip lazy mode, one step per ``(lr, batch_size)`` of ``schedule``.
+
+    Returns the trace-cache counters and the losses (read once, after the last step, so
+    reading them adds no barrier).
+    """
+    import toychip
+    from toychip import lazy_tensor
+
+    model = make_regressor(seed).to("toychip")
+    generator = torch.Generator().manual_seed(seed + 1)
+    lazy_tensor.clear_cache()
+    toychip.reset_lazy_metrics()
+    losses = []
+    for lr, batch in schedule:
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        x = torch.randn(batch, 4, generator=generator).to("toychip")
+        y = torch.randn(batch, 2, generator=generator).to("toychip")
+        with toychip.lazy(cache_key=cache_key):
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            toychip.mark_step()
+        losses.append(loss)
+    metrics = toychip.lazy_metrics()
+    return {"misses": metrics.cache_misses, "hits": metrics.cache_hits,
+            "false_hits": metrics.false_hits, "losses": [loss.item() for loss in losses]}
+
+
+# --------------------------------------------------------------------------- real LTC
+def init_ltc() -> None:
+    """Start LTC's TorchScript backend (CPU) unless this process already did."""
+    import torch._lazy
+    import torch._lazy.ts_backend
+
+    try:
+        torch._lazy.ts_backend.init()
+    except RuntimeError as error:
+        if "multiple backend fallbacks" not in str(error):
+            raise
+
+
+LTC_FALLBACK_OPS = {
+    "det": lambda x: torch.linalg.det(x),
+    "median": lambda x: torch.median(x, dim=0).values,
+    "cumprod": lambda x: torch.cumprod(x, dim=0),
+    "erfinv": lambda x: torch.erfinv(torch.tanh(x)),
+    "roll": lambda x: torch.roll(x, 1, 0),
+    "amax": lambda x: torch.amax(x, dim=0),
+    "mask": lambda x: x[x > 0],
+    "item": lambda x: x * x.sum().item(),
+}
+LTC_NATIVE_OPS = {
+    "relu": torch.relu, "softmax": lambda x: torch.softmax(x, dim=1), "cumsum": lambda x: torch.cumsum(x, 0),
+    "sort": lambda x: torch.sort(x, dim=1).values, "gelu": F.gelu, "tril": torch.tril,
+}
+
+
+def run_named_ops(names, x: torch.Tensor):
+    """Apply the ops named in ``names`` (keys of the two tables above) in turn; sum results."""
+    table = {**LTC_FALLBACK_OPS, **LTC_NATIVE_OPS}
+    total = x.sum()
+    for name in names:
+        total = total + table[name](x).sum()
+    return total

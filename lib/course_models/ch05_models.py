@@ -1,0 +1,242 @@
+"""Programs and measurements for chapter 05 (TorchDynamo), shared by the notebook and the grader.
+
+* *Programs as source text*: the grader draws random straight-line tensor programs and
+  programs with graph breaks from a seed, and ships their source (plain data) to the
+  sandbox; :func:`load_program` turns the text back into a function there.
+* :func:`scale_shift` is the function whose guards chapter 05 predicts and reads;
+  :func:`measure_compiles` compiles it and reports which calls compiled.
+* ``BATCH_MODELS`` use the batch size in Python (``x.shape[0]``): the "compile once for
+  every batch size" exercise.
+* :func:`transformed_code` records what Dynamo put in place of a function's bytecode.
+
+The private ``torch._dynamo`` APIs the chapter's helpers need (``CompileCounter``,
+``register_bytecode_hook``) are used here, not spread over the grader; the notebook and the
+reference solutions use them openly, because they are what the chapter teaches.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import random
+
+import torch
+import torch._dynamo
+from torch._dynamo.testing import CompileCounter
+
+__all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS",
+           "random_break_program", "scale_shift", "make_call", "measure_compiles", "BATCH_MODELS",
+           "FEATURES", "transformed_code", "quiet_dynamo"]
+
+
+def load_program(source: str):
+    """The one function defined by ``source``, with ``torch`` as its only global."""
+    namespace: dict = {"torch": torch}
+    exec(compile(source, "<program>", "exec"), namespace)
+    functions = [v for k, v in namespace.items() if k != "torch" and callable(v)]
+    if len(functions) != 1:
+        raise ValueError("a program defines exactly one function")
+    return functions[0]
+
+
+# --- straight-line programs (05.bytecode_tracer) ---------------------------------------
+
+STRAIGHT_LINE_PROGRAMS = {
+    "affine_relu": '''
+def affine_relu(x, w, b):
+    y = x @ w + b
+    return torch.relu(y) * 0.5
+''',
+    "normalize": '''
+def normalize(x):
+    centered = x - x.mean(dim=0, keepdim=True)
+    return centered / (centered.std() + 1e-05)
+''',
+    "gated": '''
+def gated(x, y):
+    gate = torch.sigmoid(x)
+    return gate * torch.tanh(y) + (1 - gate) * -y
+''',
+}
+
+# (template, number of operands); operands are earlier values, {c} a constant
+_LINE_TEMPLATES = [
+    ("torch.relu({0})", 1), ("torch.tanh({0})", 1), ("{0}.sigmoid()", 1), ("{0} + {1}", 2),
+    ("{0} * {c}", 1), ("{c} - {0}", 1), ("{0} @ {1}", 2), ("{0}.sum(dim=1, keepdim=True) + {0}", 1),
+    ("-{0}", 1), ("torch.clamp({0}, min=-1.0, max={c})", 1), ("{0}.t() * {1}", 2), ("torch.mul({0}, {1})", 2),
+]
+
+
+def random_straight_line(rng: random.Random, name: str, inputs: int = 2, lines: int = 5) -> str:
+    """Source of a random straight-line function of ``inputs`` n×n tensors."""
+    values = [f"x{i}" for i in range(inputs)]
+    body = []
+    for index in range(lines):
+        template, arity = rng.choice(_LINE_TEMPLATES)
+        operands = [rng.choice(values[-3:]) for _ in range(arity)]
+        body.append(f"    v{index} = " + template.format(*operands, c=rng.choice([0.5, 2.0, 3.0])))
+        values.append(f"v{index}")
+    body.append(f"    return {values[-1]}")
+    return f"def {name}({', '.join(values[:inputs])}):\n" + "\n".join(body) + "\n"
+
+
+# --- programs with graph breaks (05.bytecode_inspector) ---------------------------------
+
+BREAK_PROGRAMS = {
+    "one_print": '''
+def one_print(x):
+    y = torch.sin(x) + 1
+    print("halfway")
+    return y * 2
+''',
+    "two_breaks": '''
+def two_breaks(x):
+    a = x * 2
+    torch._dynamo.graph_break()
+    b = a.relu() + x
+    torch._dynamo.graph_break()
+    return b.sum()
+''',
+    "value_branch": '''
+def value_branch(x):
+    y = x * 2.0
+    if y.sum() > 0:
+        y = y * 3
+    else:
+        y = y - 3
+    return y + 1
+''',
+    "no_break": '''
+def no_break(x):
+    return torch.tanh(x) * 2 - 1
+''',
+}
+
+_BREAKS = ["    torch._dynamo.graph_break()", '    print("checkpoint")']
+_SEGMENT_LINES = ["    x = x * {c}", "    x = torch.relu(x) + {c}", "    x = x.sin()", "    x = torch.tanh(x - {c})"]
+
+
+def random_break_program(rng: random.Random, name: str) -> str:
+    """Source of a function with 0–3 graph breaks, sometimes one on a value-dependent ``if``."""
+    lines = [f"def {name}(x):"]
+    for segment in range(rng.randint(1, 4)):
+        if segment:
+            lines.append(rng.choice(_BREAKS))
+        lines += [rng.choice(_SEGMENT_LINES).format(c=rng.choice([0.5, 2.0])) for _ in range(rng.randint(1, 2))]
+    if rng.random() < 0.4:
+        lines += ["    if x.sum() > 0:", "        x = x * 3", "    else:", "        x = x - 3"]
+    lines.append("    return x + 1")
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def quiet_dynamo():
+    """Silence what Dynamo logs on purpose (recompile-limit warnings) and what programs print."""
+    log = logging.getLogger("torch._dynamo")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        log.setLevel(level)
+
+
+def transformed_code(fn, *args) -> list:
+    """``[(original code, transformed code), ...]`` for every frame Dynamo compiles while
+    ``torch.compile(fn, backend="eager")`` runs once on ``args``, in the order compiled."""
+    from torch._dynamo.convert_frame import register_bytecode_hook
+
+    pairs = []
+    handle = register_bytecode_hook(lambda code, new_code: pairs.append((code, new_code)))
+    try:
+        torch._dynamo.reset()
+        with quiet_dynamo():
+            torch.compile(fn, backend="eager")(*args)
+    finally:
+        handle.remove()
+    return pairs
+
+
+# --- guards (05.guard_predictor, 05.cache_lookup) ------------------------------------------
+
+def scale_shift(x, n, flag):
+    """What chapter 05's guards protect: a tensor, a Python int and a Python bool."""
+    y = x * n
+    if flag:
+        return torch.relu(y)
+    return y - 1
+
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def make_call(spec: dict) -> tuple:
+    """``scale_shift``'s arguments for a call description
+    ``{"size": 4, "dtype": "float32", "requires_grad": False, "n": 2, "flag": True}``."""
+    x = torch.linspace(-1, 1, spec["size"], dtype=DTYPES[spec["dtype"]])
+    return x.requires_grad_(spec["requires_grad"]), spec["n"], spec["flag"]
+
+
+def measure_compiles(calls: list[dict], dynamic) -> list[bool]:
+    """For each call of ``torch.compile(scale_shift, dynamic=dynamic)`` in order: did Dynamo compile?"""
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    compiled = torch.compile(scale_shift, backend=counter, dynamic=dynamic)
+    compiles = []
+    with quiet_dynamo():
+        try:
+            for spec in calls:
+                before = counter.frame_count
+                compiled(*make_call(spec))
+                compiles.append(counter.frame_count > before)
+        finally:
+            torch._dynamo.reset()
+    return compiles
+
+
+def random_calls(rng: random.Random, count: int) -> list[dict]:
+    """Call descriptions that change one thing at a time, mostly: sizes 3/4/6/8, n 2/5/7."""
+    spec = {"size": rng.choice([3, 4, 6, 8]), "dtype": "float32", "requires_grad": False,
+            "n": rng.choice([2, 5, 7]), "flag": True}
+    calls = [dict(spec)]
+    for _ in range(count - 1):
+        key = rng.choice(["size", "size", "n", "n", "flag", "dtype", "requires_grad", "same"])
+        if key == "size":
+            spec["size"] = rng.choice([3, 4, 6, 8])
+        elif key == "n":
+            spec["n"] = rng.choice([2, 5, 7])
+        elif key == "flag":
+            spec["flag"] = not spec["flag"]
+        elif key == "dtype":
+            spec["dtype"] = rng.choice(["float32", "float64"])
+        elif key == "requires_grad":
+            spec["requires_grad"] = not spec["requires_grad"]
+        calls.append(dict(spec))
+    return calls
+
+
+# --- dynamic shapes (05.compile_once) --------------------------------------------------------
+
+FEATURES = 8  # the feature dimension of every batch model: the batch size may equal it (duck sizing)
+
+
+def batch_mlp(x, w):
+    """A layer, then centring over the batch."""
+    h = torch.relu(x @ w)
+    return h - h.mean(dim=0)
+
+
+def batch_positions(x, w):
+    """Adds each row's position divided by the batch size: ``x.shape[0]`` as a Python number."""
+    positions = torch.arange(x.shape[0], dtype=x.dtype).unsqueeze(1) / x.shape[0]
+    return torch.tanh(x @ w) + positions
+
+
+def batch_halves(x, w):
+    """Swaps the two halves of the batch: slicing at ``x.shape[0] // 2``."""
+    half = x.shape[0] // 2
+    return torch.cat([x[half:], x[:half]]) @ w
+
+
+BATCH_MODELS = {"batch_mlp": batch_mlp, "batch_positions": batch_positions, "batch_halves": batch_halves}
