@@ -8,9 +8,14 @@ Cell conventions (every chapter): an answer cell has nbgrader metadata
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-import nbformat
+# jsonschema compiles about 40 grammars at import when the optional ``rfc3987_syntax`` is
+# installed (2.8 s, paid by every grading run); notebook schemas use no IRI formats, so
+# the grader imports nbformat without it.
+sys.modules.setdefault("rfc3987_syntax", None)
+import nbformat  # noqa: E402
 
 from .. import chapters
 from ..errors import GraderError
