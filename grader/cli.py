@@ -53,6 +53,7 @@ def cmd_grade(args) -> int:
     if args.gradescope:
         write_gradescope(record, args.gradescope)
     print(_table(results))
+    print(f"isolation: {submission.isolation}")
     return 0
 
 
@@ -69,10 +70,12 @@ def cmd_release(args) -> int:
 def cmd_autograde(args) -> int:
     from .instructor.batch import summary_table
     from .instructor.course import autograde_course
+    from .sandbox.driver import choose_isolation
 
     statuses = autograde_course(args.course_dir, jobs=args.jobs,
                                 limits=Limits(cell_timeout_s=args.cell_timeout, task_timeout_s=args.case_timeout))
     print(summary_table(statuses))
+    print(f"isolation: {choose_isolation().description}")
     root = Path(args.course_dir)
     print(f"gradebook: {root / 'gradebook.db'}; grades: {root / 'grades.csv'}; "
           f"records: {root / 'harness'}; reports: {root / 'reports'}")

@@ -3,6 +3,7 @@
 - :mod:`.calls`: the one place a learner's function is called and its outcome made
   plain data (used by the sandbox process *and* by ``check()`` in the learner's kernel);
 - :mod:`.plain_data`, :mod:`.graph_codec`: what may cross back, and how graphs do;
+- :mod:`.filesystem_view`: the allowlisted file system the process sees (bubblewrap);
 - :mod:`.confinement`, :mod:`.driver`: the confined process, its limits and deadlines;
 - :mod:`.runner` (``python -m grader.sandbox``): the process itself.
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from .calls import read_outcome
+from . import filesystem_view
 from .confinement import Limits, confine, strong_isolation_available
 from .graph_codec import pack
 
@@ -50,6 +51,27 @@ class SandboxReport:
     output_tail: str = ""
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """How sandbox processes are confined on this machine; named in every report."""
+
+    allowlist: bool          # bubblewrap's allowlisted view (see .filesystem_view)
+    separate_uid: bool       # root without bubblewrap: namespaces, hidden folders, a throw-away uid
+    description: str
+
+
+def choose_isolation() -> Isolation:
+    """bubblewrap when it works here (root or not); otherwise what the process can do alone."""
+    if filesystem_view.bwrap() is not None:
+        return Isolation(True, False, "bubblewrap: allowlisted read-only file system, private /tmp, "
+                                      "no network, own PID namespace, no capabilities, rlimits")
+    missing = f"bubblewrap is not installed ({filesystem_view.INSTALL_HINT})"
+    if strong_isolation_available():
+        return Isolation(False, True, "process group, rlimits, network namespace, hidden solutions "
+                                      f"folder, separate uid; {missing}: other copies of the course are readable")
+    return Isolation(False, False, f"process group and rlimits only; {missing}: the whole file system is readable")
+
+
 def _import_roots() -> str:
     """Where this process imports the course's packages from, so that the sandbox runs the
     very same code (not whatever copy an editable install happens to point at)."""
@@ -61,22 +83,23 @@ def _import_roots() -> str:
     return os.pathsep.join(roots)
 
 
-def _clean_environment(home: Path) -> dict:
+def _clean_environment(home: str, import_path: str) -> dict:
     """Only what Python needs; every place a library writes to (temporary files, Inductor's
     caches and precompiled headers, which it keys by user name) lies inside ``home``, which
-    is deleted with the attempt, so no submission sees another's files."""
+    is deleted with the attempt, so no submission sees another's files. ``home`` and
+    ``import_path`` are named as the sandbox process sees them."""
     keep = ("PATH", "LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS")
     env = {k: os.environ[k] for k in keep if k in os.environ}
-    env.update(HOME=str(home), TMPDIR=str(home / "tmp"), USER="sandbox", LOGNAME="sandbox",
-               PYTHONPATH=_import_roots(), MPLCONFIGDIR=str(home / ".mpl"), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=str(home / ".inductor"))
+    env.update(HOME=home, TMPDIR=f"{home}/tmp", USER="sandbox", LOGNAME="sandbox",
+               PYTHONPATH=import_path, MPLCONFIGDIR=f"{home}/.mpl", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=f"{home}/.inductor")
     return env
 
 
 class _Attempt:
     """One sandbox process and its progress stream."""
 
-    def __init__(self, work: Path, request: dict, limits: Limits, uid: int | None):
+    def __init__(self, work: Path, request: dict, limits: Limits, isolation: Isolation, uid: int | None):
         self.work = work
         torch.save(request, work / "request.pt")
         home = work / "home"
@@ -87,10 +110,15 @@ class _Attempt:
         staging = work.parent / f"staging-{work.name}"
         staging.mkdir()
         read_fd, write_fd = os.pipe()
+        if isolation.allowlist:
+            argv = filesystem_view.command(work, ["-m", "grader.sandbox", filesystem_view.WORK, str(write_fd)])
+            env = _clean_environment(f"{filesystem_view.WORK}/home", filesystem_view.PACKAGES)
+        else:
+            argv = [sys.executable, "-m", "grader.sandbox", str(work), str(write_fd)]
+            env = _clean_environment(str(home), _import_roots())
         self.output = open(work.parent / f"output-{work.name}.txt", "wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.sandbox", str(work), str(write_fd)],
-            pass_fds=(write_fd,), cwd=home, env=_clean_environment(home),
+            argv, pass_fds=(write_fd,), cwd=home, env=env,
             stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
             preexec_fn=confine(limits, uid, str(staging)))
         os.close(write_fd)
@@ -164,10 +192,8 @@ def _read_outcome(path: Path) -> dict:
 
 def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limits = Limits()) -> SandboxReport:
     """Run ``cells`` then ``tasks`` in confined processes; every task gets an outcome."""
-    strong = strong_isolation_available()
-    report = SandboxReport(outcomes={}, isolation=(
-        "process group, rlimits, network namespace, hidden folders, separate uid" if strong
-        else "process group and rlimits only (not root: no namespaces)"))
+    isolation = choose_isolation()
+    report = SandboxReport(outcomes={}, isolation=isolation.description)
     remaining = list(tasks)
     scratch = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
     os.chmod(scratch, 0o711)
@@ -177,10 +203,10 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
             attempt_number += 1
             work = scratch / f"attempt-{attempt_number}"
             work.mkdir(mode=0o700)
-            uid = SANDBOX_UID_BASE + (os.getpid() * 7 + attempt_number) % 4000 if strong else None
+            uid = SANDBOX_UID_BASE + (os.getpid() * 7 + attempt_number) % 4000 if isolation.separate_uid else None
             request = {"cells": [(i, s) for i, s in cells if i not in report.skipped_cells],
                        "tasks": [{**vars(t), "built": pack(t.built)} for t in remaining]}
-            attempt = _Attempt(work, request, limits, uid)
+            attempt = _Attempt(work, request, limits, isolation, uid)
             done_tasks, current = attempt.watch(limits, {t.id for t in remaining}, report)
             finished = done_tasks >= {t.id for t in remaining}
             timed_out = not finished and attempt.process.poll() is None
