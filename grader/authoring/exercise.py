@@ -98,7 +98,15 @@ class Exercise:
     @property
     def produce_name(self) -> str:
         """Where the sandbox finds ``produce``: it must be a module-level function."""
-        name = f"{self.produce.__module__}:{self.produce.__qualname__}"
+        return self._importable(self.produce, "produce")
+
+    @property
+    def analyze_name(self) -> str:
+        """Where the analysis process finds ``analyze`` (also module-level)."""
+        return self._importable(self.analyze, "analyze")
+
+    def _importable(self, function: Callable, role: str) -> str:
+        name = f"{function.__module__}:{function.__qualname__}"
         if "<" in name:
-            raise ValueError(f"{self.id}: produce must be a module-level function, not {name}")
+            raise ValueError(f"{self.id}: {role} must be a module-level function, not {name}")
         return name

@@ -10,6 +10,7 @@ deleting or retyping a check cell changes nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from dataclasses import dataclass, field
@@ -17,16 +18,20 @@ from pathlib import Path
 
 from .. import chapters
 from ..authoring import Exercise
+from ..authoring.exercise import keep_artifact
 from ..errors import GraderError
 from ..sandbox.confinement import Limits
 from ..sandbox.driver import SandboxReport, Task, run_in_sandbox
 from .cell_slice import needed_cells, statically_bound
-from .judge import exercise_cases, judge_exercise
+from .judge import exercise_cases, failure_message, judge_exercise
 from .notebooks import ANSWER_PREFIX, CHECK_PREFIX, exercise_id, grade_id, read_notebook
 from .results import ExerciseResult
 
 SOLUTIONS_DIR = Path(__file__).resolve().parents[2] / "solutions"
 CHAPTER_PATTERN = re.compile(r"^(\d\d)_")
+# The analysis process's memory: analysing one artifact (running a learner's rebuilt graph or
+# TorchScript program on a case's inputs) needs far less than learner code may.
+ANALYSIS_MEMORY_BYTES = 3 * 2**30
 
 
 @dataclass
@@ -92,6 +97,41 @@ def run_submission(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
     return report
 
 
+def analyze_in_sandbox(plan, outcomes: dict[int, dict], limits: Limits) -> dict[int, dict]:
+    """Turn every artifact into facts in a confined process of its own, with its own limits:
+    analysing runs learner-derived programs (rebuilt graphs, TorchScript, exported programs),
+    which may loop or allocate without bound. Returns the outcomes with ``facts`` (or an
+    ``analysis`` error) in place of those artifacts."""
+    tasks, values = [], {}
+    task_id = 0
+    for exercise, cases in plan:
+        for case, _ in cases:
+            outcome = outcomes[task_id]
+            if "artifact" in outcome and exercise.analyze is not keep_artifact:
+                values[f"artifact_{task_id}"] = outcome["artifact"]
+                tasks.append(Task(task_id, exercise.function, exercise.analyze_name, case.build(),
+                                  value=f"artifact_{task_id}"))
+            task_id += 1
+    if not tasks:
+        return outcomes
+    own = dataclasses.replace(limits, memory_bytes=min(limits.memory_bytes, ANALYSIS_MEMORY_BYTES))
+    analysed = run_in_sandbox([], tasks, own, values=values).outcomes
+    merged = dict(outcomes)
+    for task_id, analysis in analysed.items():
+        merged[task_id] = ({"facts": analysis["artifact"]} if "artifact" in analysis
+                           else {"error": "analysis", "detail": analysis_failure(analysis)})
+    return merged
+
+
+def analysis_failure(outcome: dict) -> str:
+    """Why the learner's return value could not be analysed (the same words as self-study)."""
+    if outcome["error"] == "raised":
+        return f"返回值无法评分（{outcome['detail']}）。"
+    if outcome["error"] == "timeout":
+        return f"分析你的返回值时超时（时限 {outcome['seconds']:g} 秒）：它运行的程序可能不会结束。"
+    return f"分析你的返回值时失败：{failure_message(outcome)}"
+
+
 def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None = None,
                    exercises: list[Exercise] | None = None, include_hidden: bool = True) -> SubmissionResult:
     """Grade a parsed notebook: sandbox for learner code, trusted comparisons here.
@@ -107,9 +147,10 @@ def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None
         for case, _ in cases:
             tasks.append(Task(len(tasks), exercise.function, exercise.produce_name, case.build()))
     report = run_submission(learner_cells(notebook), tasks, limits)
+    outcomes_by_task = analyze_in_sandbox(plan, report.outcomes, limits)
     results, next_task = [], 0
     for exercise, cases in plan:
-        outcomes = [report.outcomes[next_task + index] for index in range(len(cases))]
+        outcomes = [outcomes_by_task[next_task + index] for index in range(len(cases))]
         next_task += len(cases)
         results.append(judge_exercise(exercise, cases, outcomes, seed))
     notes = [f"第 {i + 1} 个单元格{how}，评分时跳过了它。" for i, how in sorted(report.skipped_cells.items())]

@@ -98,6 +98,12 @@ def call_learner(function: Callable | None, produce: Callable, built: dict, *,
         return dumps({"error": "not_plain", "detail": str(error)})
 
 
+def call_analysis(analyze: Callable, artifact, built: dict) -> bytes:
+    """``analyze(artifact, built)`` in the analysis process: its facts, made plain data like
+    any outcome (the artifact came from learner code, so the analysis is confined too)."""
+    return call_learner(analyze, lambda function, case: function(artifact, case), built, timeout_s=None)
+
+
 def read_outcome(data: bytes) -> dict:
     """An outcome back from bytes that untrusted code may have written."""
     try:

@@ -34,12 +34,15 @@ SANDBOX_UID_BASE = 61000
 
 @dataclass
 class Task:
-    """Call ``function`` (a name the cells define) through ``produce`` on ``built``."""
+    """Call ``function`` (a name the cells define) through ``produce`` on ``built``. An
+    analysis task names a ``value`` instead: ``produce`` (an exercise's analyze) is called on
+    it. Tasks of one ``function`` stand or fall together when one of them overruns."""
 
     id: int
     function: str
-    produce: str  # "module:qualname" of the produce function
+    produce: str  # "module:qualname" of the produce (or analyze) function
     built: dict
+    value: str | None = None
 
 
 @dataclass
@@ -92,6 +95,8 @@ def _clean_environment(home: str, import_path: str) -> dict:
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(HOME=home, TMPDIR=f"{home}/tmp", USER="sandbox", LOGNAME="sandbox",
                PYTHONPATH=import_path, MPLCONFIGDIR=f"{home}/.mpl", PYTHONDONTWRITEBYTECODE="1",
+               # unbuffered: the driver kills the process as soon as its last task is done
+               PYTHONUNBUFFERED="1",
                PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=f"{home}/.inductor")
     return env
 
@@ -190,8 +195,12 @@ def _read_outcome(path: Path) -> dict:
     return read_outcome(path.read_bytes())
 
 
-def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limits = Limits()) -> SandboxReport:
-    """Run ``cells`` then ``tasks`` in confined processes; every task gets an outcome."""
+def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limits = Limits(),
+                   values: dict | None = None) -> SandboxReport:
+    """Run ``cells`` then ``tasks`` in confined processes; every task gets an outcome.
+
+    ``values`` (plain data) are put in the namespace before the tasks run.
+    """
     isolation = choose_isolation()
     report = SandboxReport(outcomes={}, isolation=isolation.description)
     remaining = list(tasks)
@@ -205,7 +214,8 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
             work.mkdir(mode=0o700)
             uid = SANDBOX_UID_BASE + (os.getpid() * 7 + attempt_number) % 4000 if isolation.separate_uid else None
             request = {"cells": [(i, s) for i, s in cells if i not in report.skipped_cells],
-                       "tasks": [{**vars(t), "built": pack(t.built)} for t in remaining]}
+                       "tasks": [{**vars(t), "built": pack(t.built)} for t in remaining],
+                       "values": pack(values or {})}
             attempt = _Attempt(work, request, limits, isolation, uid)
             done_tasks, current = attempt.watch(limits, {t.id for t in remaining}, report)
             finished = done_tasks >= {t.id for t in remaining}

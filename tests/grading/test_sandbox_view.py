@@ -49,6 +49,7 @@ def planted_copies(tmp_path):
     reference solutions, an instructor notebook with its solutions, the hidden-case seed."""
     places = [Path.home() / ".course-backup", Path("/tmp") / f"old-release-{os.getpid()}",
               COURSE.parent / f"{COURSE.name}-copy-{os.getpid()}"]
+    places = [p for p in places if os.access(p.parent, os.W_OK)]   # an ordinary user: home and /tmp
     for place in places:
         (place / "solutions").mkdir(parents=True, exist_ok=True)
         shutil.copy(SOLUTIONS_DIR / "ch03_fx.py", place / "solutions" / "ch03_fx.py")
@@ -201,24 +202,43 @@ PROBE_AS_USER = textwrap.dedent("""
 """)
 
 
-def test_an_ordinary_user_gets_the_same_view(file_in_home):
-    """Without root, bubblewrap builds the same view through a user namespace."""
-    script = PROBE_AS_USER.format(tests=str(Path(__file__).parent))
-    work = Path(tempfile.mkdtemp(prefix="grader-probe-user-"))
-    env = {"PATH": os.environ["PATH"], "HOME": str(work), "TMPDIR": "/tmp",
-           "PYTHONPATH": str(Path(__file__).parents[1] / "helpers")}
+def run_as_ordinary_user(argv: list[str], extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``argv`` as an ordinary user: this one if the suite is not root, else a uid of
+    its own (confine() keeps the interpreter reachable through a root-only home folder)."""
+    work = Path(tempfile.mkdtemp(prefix="grader-ordinary-user-"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(work), "TMPDIR": "/tmp", "USER": "learner",
+           "LOGNAME": "learner", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": str(Path(__file__).parents[1] / "helpers"), **(extra_env or {})}
     preexec = None
-    if os.geteuid() == 0:   # become an ordinary user; confine() keeps the interpreter reachable
+    if os.geteuid() == 0:
         os.chown(work, OTHER_USER, OTHER_USER)
         (work / "staging").mkdir()
-        preexec = confine(Limits(memory_bytes=8 * 2**30, max_processes=4096), OTHER_USER, str(work / "staging"))
+        preexec = confine(Limits(memory_bytes=16 * 2**30, max_processes=4096, cpu_seconds=3600),
+                          OTHER_USER, str(work / "staging"))
     try:
-        run = subprocess.run([sys.executable, "-c", script], env=env, cwd=work, capture_output=True,
-                             text=True, timeout=300, preexec_fn=preexec)
+        return subprocess.run(argv, env=env, cwd=COURSE, capture_output=True, text=True, timeout=1500,
+                              preexec_fn=preexec)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_an_ordinary_user_gets_the_same_view(file_in_home):
+    """Without root, bubblewrap builds the same view through a user namespace."""
+    run = run_as_ordinary_user([sys.executable, "-c", PROBE_AS_USER.format(tests=str(Path(__file__).parent))])
     line = next((l for l in run.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert line is not None, run.stdout[-2000:] + run.stderr[-4000:]
     observed = json.loads(line[len("RESULT "):])
     assert observed["uid"] == filesystem_view.SANDBOX_UID
     assert_sees_nothing_it_was_not_given(observed)
+
+
+def test_every_attack_fails_for_an_ordinary_user_too():
+    """The attack notebooks, the file-system hunt and the confined analysis, graded by an
+    ordinary user (an instructor's laptop, JupyterHub)."""
+    here = Path(__file__).parent
+    run = run_as_ordinary_user(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
+         str(here / "test_attacks.py"), str(here / "test_confined_analysis.py"),
+         str(here / "test_sandbox_view.py"), "-k", "not ordinary_user"],
+        {"GRADER_REQUIRE_BUBBLEWRAP": "1"})
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
