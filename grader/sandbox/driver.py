@@ -68,7 +68,7 @@ def choose_isolation() -> Isolation:
     if filesystem_view.bwrap() is not None:
         return Isolation(True, False, "bubblewrap: allowlisted read-only file system, private /tmp, "
                                       "no network, own PID namespace, no capabilities, rlimits")
-    missing = f"bubblewrap is not installed ({filesystem_view.INSTALL_HINT})"
+    missing = f"bubblewrap is not installed or cannot run here ({filesystem_view.INSTALL_HINT})"
     if strong_isolation_available():
         return Isolation(False, True, "process group, rlimits, network namespace, hidden solutions "
                                       f"folder, separate uid; {missing}: other copies of the course are readable")

@@ -38,14 +38,23 @@ SANDBOX_UID = 65534                  # "nobody" inside; the invoking user outsid
 COURSE_PACKAGES = ("grader", "toychip", "graphviews", "benchmarking", "course_models")
 
 
+# No network, IPC, UTS or cgroup sharing, its own PID namespace with no bwrap helper inside
+# (whose memory, holding the host paths, could be ptraced), "nobody" with no capabilities,
+# killed with its parent, no terminal to inject into, no user namespaces of its own.
+NAMESPACE_FLAGS = ("--unshare-all", "--unshare-user", "--disable-userns",
+                   "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
+                   "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL")
+
+
 @functools.cache
 def bwrap() -> str | None:
-    """The ``bwrap`` program, if it is installed and can build a sandbox on this machine."""
+    """The ``bwrap`` program, if it is installed and can build this sandbox on this machine
+    (user namespaces allowed, a bubblewrap new enough for every flag)."""
     path = shutil.which("bwrap")
     if path is None:
         return None
     try:
-        probe = subprocess.run([path, "--unshare-all", "--ro-bind", "/", "/", "true"],
+        probe = subprocess.run([path, *NAMESPACE_FLAGS, "--ro-bind", "/", "/", "true"],
                                capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -95,11 +104,7 @@ def _python_binds() -> list[str]:
 
 def command(work: Path, argv: list[str]) -> list[str]:
     """``bwrap`` running ``python argv`` in the allowlisted view, ``work`` mounted at ``/sandbox``."""
-    args = [bwrap(), "--unshare-all", "--unshare-user", "--disable-userns",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
-            # --as-pid-1: no bwrap helper inside whose memory (it holds the host paths) could be ptraced
-            "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args = [bwrap(), *NAMESPACE_FLAGS, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     args += _system_binds() + _python_binds()
     for name, folder in course_packages().items():
         args += ["--ro-bind", folder, f"{PACKAGES}/{name}"]

@@ -32,7 +32,7 @@ def _require_bubblewrap():
     if filesystem_view.bwrap() is None:
         if os.environ.get("GRADER_REQUIRE_BUBBLEWRAP") == "1":
             pytest.fail("GRADER_REQUIRE_BUBBLEWRAP=1 but bubblewrap is missing or cannot make namespaces here")
-        pytest.skip(f"bubblewrap is not installed ({filesystem_view.INSTALL_HINT})")
+        pytest.skip(f"bubblewrap is not installed or cannot run here ({filesystem_view.INSTALL_HINT})")
 
 
 pytestmark = pytest.mark.usefixtures("bubblewrap")
