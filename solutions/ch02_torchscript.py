@@ -68,8 +68,20 @@ def ir_census(graph) -> dict:
     return {"ops": dict(ops), "blocks": blocks, "max_depth": max_depth}
 
 
-def migrate(model: nn.Module, example: tuple) -> torch.export.ExportedProgram:
-    """Export ``model(x, mask)`` with one symbolic batch size shared by both inputs."""
-    batch = torch.export.Dim("batch")
-    return torch.export.export(model.eval(), example,
-                               dynamic_shapes={"x": {0: batch}, "mask": {0: batch}})
+def migrate_to_cond(model: nn.Module, example: tuple) -> torch.export.ExportedProgram:
+    """Export a ``RoutedExperts`` with each ``prim::If`` rewritten as ``torch.cond``, so both
+    branches of both ``if``s are in the program instead of the example's route only."""
+    class CondRouter(nn.Module):
+        def __init__(self, source: nn.Module):
+            super().__init__()
+            self.proj, self.expert_a, self.expert_b = source.proj, source.expert_a, source.expert_b
+            self.threshold, self.limit = source.threshold, source.limit
+
+        def forward(self, x):
+            h = torch.tanh(self.proj(x))
+            h = torch.cond(h.mean() > self.threshold,
+                           lambda h, x: self.expert_a(h) + x, lambda h, x: self.expert_b(h) * 0.5, (h, x))
+            peak = h.abs().max()
+            return torch.cond(peak > self.limit, lambda h, peak: h / peak, lambda h, peak: h.clone(), (h, peak))
+
+    return torch.export.export(CondRouter(model).eval(), example)

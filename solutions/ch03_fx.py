@@ -2,8 +2,8 @@
 
 Each function body is injected into the instructor's copy of
 ``notebooks/03_fx.ipynb`` between ``### BEGIN SOLUTION`` / ``### END SOLUTION``, so a
-body may use only what the notebook imports: ``torch``, ``nn``, ``F``, ``fx`` and
-``collections.Counter``.
+body may use only what the notebook imports: ``torch``, ``nn``, ``F``, ``fx``, ``toychip``
+and ``collections.Counter``.
 """
 from collections import Counter
 
@@ -11,6 +11,8 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
+
+import toychip
 
 
 def count_ops(gm: fx.GraphModule) -> dict:
@@ -24,6 +26,26 @@ def count_ops(gm: fx.GraphModule) -> dict:
         elif node.op == "call_module":
             counts[type(gm.get_submodule(node.target)).__name__] += 1
     return dict(counts)
+
+
+def profile_nodes(gm: fx.GraphModule, inputs: tuple) -> dict:
+    """Simulated microseconds of each call node of ``gm`` on the toy chip, like the FX
+    profiler tutorial's Interpreter but on the deterministic clock instead of the wall clock."""
+    class NodeProfiler(fx.Interpreter):
+        def __init__(self, module):
+            super().__init__(module)
+            self.times = {}
+
+        def run_node(self, n):
+            with toychip.profile() as profile:
+                result = super().run_node(n)
+            if n.op.startswith("call_"):
+                self.times[n.name] = profile.time_us
+            return result
+
+    profiler = NodeProfiler(gm)
+    profiler.run(*inputs)
+    return profiler.times
 
 
 def relu_to_gelu(gm: fx.GraphModule) -> fx.GraphModule:
@@ -82,7 +104,8 @@ def fold_conv_bn(gm: fx.GraphModule) -> fx.GraphModule:
         bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
         fused = torch.nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size,
                                 conv.stride, conv.padding, conv.dilation, conv.groups,
-                                bias=True, padding_mode=conv.padding_mode)
+                                bias=True, padding_mode=conv.padding_mode,
+                                device=conv.weight.device, dtype=conv.weight.dtype)
         with torch.no_grad():
             fused.weight.copy_(conv.weight * scale.reshape(-1, 1, 1, 1))
             fused.bias.copy_((bias - bn.running_mean) * scale + bn.bias)

@@ -1,4 +1,4 @@
-"""Chapter 03 (TorchFX) exercises: five graph passes graded on the graphs they produce."""
+"""Chapter 03 (TorchFX) exercises: graph passes graded on the graphs they produce, and an\nInterpreter subclass graded on the per-node times it measures on the toy chip's simulated clock."""
 from __future__ import annotations
 
 import random
@@ -9,7 +9,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from course_models import fx_models as models
 
-from ..authoring import (Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
+from ..authoring import (PASS, Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
                         compare_outputs, graph_facts, graph_pass_artifact, seeded_build, short)
 
 EXERCISES: list[Exercise] = []  # in notebook order
@@ -54,8 +54,67 @@ EXERCISES.append(Exercise(
     ],
     hidden_cases=lambda rng: [_random_mlp_case(rng, RELU_SPELLINGS + DROPOUT_SPELLINGS, False, i) for i in range(3)]
     + [Case("hidden-conv", seeded_build(rng.randrange(10**6), lambda: _traced(models.ConvBNNet(), torch.randn(1, 3, 8, 8))))],
-    produce=_census_artifact, compare=_compare_census,
+    produce=_census_artifact, compare=_compare_census, partial_credit=True,
     hint="call_module 节点的 target 是子模块的名字（如 'linear1'），要用 gm.get_submodule(target) 取到模块再看它的类名。",
+))
+
+
+# --- 03.node_profiler ----------------------------------------------------------------
+
+PROFILE_SPELLINGS = ["torch.relu", "nn.ReLU", "Tensor.relu", "torch.tanh", "torch.cos"]
+PROFILE_TOLERANCE_US = 1e-6
+
+
+def _chip_case(name: str, seed: int, make_model, batch: int, width: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: _traced(make_model(), torch.randn(batch, width))), description)
+
+
+def _random_chip_case(rng: random.Random, index: int) -> Case:
+    seed, width, depth = rng.randrange(10**6), rng.choice([8, 16, 32]), rng.randint(3, 5)
+    return _chip_case(f"hidden-{index}", seed, lambda: models.RandomMLP(seed, width, depth, PROFILE_SPELLINGS),
+                      rng.choice([2, 16]), width)
+
+
+def _profile_artifact(function, built) -> dict:
+    import toychip  # registers the "toychip" device
+
+    gm = built["module"].to("toychip")
+    times = function(gm, tuple(t.to("toychip") for t in built["inputs"]))
+    if not isinstance(times, dict) or not all(type(v) in (int, float) for v in times.values()):
+        return {"error": f"profile_nodes 应返回 {{节点名: 模拟微秒数}} 的 dict，实际返回了 {short(times)}。"}
+    return {"times": {str(k): float(v) for k, v in times.items()}}
+
+
+def _compare_profile(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    want, have = expected["times"], got["times"]
+    if set(have) != set(want):
+        missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+        return Verdict(False, f"统计的节点不对：缺少 {missing or '无'}，多出 {extra or '无'}"
+                              "（要统计每个 call_function / call_method / call_module 节点，不统计 placeholder、get_attr、output）。",
+                       short(sorted(want)), short(sorted(have)))
+    for name, value in want.items():
+        if abs(have[name] - value) > PROFILE_TOLERANCE_US:
+            return Verdict(False, f"节点 {name} 的模拟时间与参考不同：应是这个节点自己在芯片模拟时钟上的用时"
+                                  "（不是墙钟时间，也不是到它为止的累计时间）。",
+                           f"{value:.4f} us", f"{have[name]:.4f} us")
+    return PASS
+
+
+EXERCISES.append(Exercise(
+    id="03.node_profiler", title="逐节点性能分析器 (Interpreter 子类)", function="profile_nodes",
+    points=3,
+    public_cases=lambda: [
+        _chip_case("ChipBlock", 0, models.ChipBlock, 8, 16,
+                   "模块、函数、方法、加法，以及在芯片上走 CPU 回退的 torch.cos"),
+        _chip_case("MixedActivations", 1, models.MixedActivations, 4, 8, "四种写法的 ReLU"),
+    ],
+    hidden_cases=lambda rng: [_random_chip_case(rng, i) for i in range(2)],
+    produce=_profile_artifact, compare=_compare_profile, partial_credit=True,
+    hint="继承 fx.Interpreter，重写 run_node(self, n)：在 with toychip.profile() as p: 里调用 "
+         "super().run_node(n)，块结束后把 p.time_us 记到 n.name 下（只记 op 以 call_ 开头的节点），"
+         "最后返回结果；用 MyProfiler(gm).run(*inputs) 运行。",
 ))
 
 
@@ -104,7 +163,7 @@ EXERCISES.append(Exercise(
     ],
     hidden_cases=lambda rng: [_random_mlp_case(rng, DROPOUT_SPELLINGS, True, i) for i in range(3)],
     produce=graph_pass_artifact, analyze=graph_facts,
-    compare=lambda e, g: _compare_rewrite(e, g, forbidden=DROPOUT_LABELS, what="Dropout"),
+    compare=lambda e, g: _compare_rewrite(e, g, forbidden=DROPOUT_LABELS, what="Dropout"), partial_credit=True,
     hint="Dropout 既可能是 nn.Dropout 模块（call_module），也可能是 F.dropout 函数（call_function）；"
          "删除前先 node.replace_all_uses_with(node.args[0])。",
 ))

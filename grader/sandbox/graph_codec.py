@@ -207,7 +207,9 @@ def _build_module(spec: dict) -> nn.Module:
     config = {k: _decode_arg(v, {}) for k, v in spec["config"].items()}
     try:
         module = cls(**config)
-        module.load_state_dict(spec["state"], strict=True)
+        # assign: the saved tensors themselves, so their dtype is kept whatever the
+        # default dtype of the decoding process is
+        module.load_state_dict(spec["state"], strict=True, assign=True)
     except Exception as error:
         raise GraphCodecError(f"cannot rebuild {qualname}: {error}") from None
     return module.train(bool(spec["training"]))

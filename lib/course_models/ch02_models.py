@@ -2,8 +2,8 @@
 
 Each class shows one thing TorchScript does or does not handle: a Python-bool flag (trace
 refuses it), a tensor flag and a data-dependent loop (trace bakes one path in), NumPy
-inside ``forward`` (trace bakes a constant, script refuses it), a deployment with two
-batched inputs (the ``torch.export`` migration).
+inside ``forward`` (trace bakes a constant, script refuses it), branches on tensor values
+(the migration to ``torch.cond``).
 """
 from __future__ import annotations
 
@@ -126,17 +126,53 @@ class NumpyGate(nn.Module):
         return self.fc2(h) - gate
 
 
-class DeployedRanker(nn.Module):
-    """A model once shipped as TorchScript: features and a mask, both with a batch dimension."""
+class RoutedExperts(nn.Module):
+    """A model once shipped as TorchScript: two branches on tensor *values* (two ``prim::If``).
 
-    def __init__(self, features: int = 6, hidden: int = 16):
+    The first picks an expert by the mean activation; the second rescales when the peak
+    magnitude exceeds ``limit``. ``torch.export`` cannot capture either ``if`` as written.
+    """
+
+    def __init__(self, dim: int = 8, threshold: float = 0.0, limit: float = 2.0):
         super().__init__()
-        self.encoder = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden))
-        self.head = nn.Linear(hidden, 1)
+        self.proj = nn.Linear(dim, dim)
+        self.expert_a = nn.Linear(dim, dim)
+        self.expert_b = nn.Linear(dim, dim)
+        self.threshold = threshold
+        self.limit = limit
 
-    def forward(self, x, mask):
-        scores = self.head(torch.tanh(self.encoder(x))).squeeze(-1)
-        return scores.masked_fill(mask == 0, -1e4).softmax(dim=-1)
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        if bool(h.mean() > self.threshold):
+            h = self.expert_a(h) + x
+        else:
+            h = self.expert_b(h) * 0.5
+        if bool(h.abs().max() > self.limit):
+            h = h / h.abs().max()
+        return h
+
+    @torch.no_grad()
+    def routes(self, x) -> tuple[bool, bool]:
+        """Which branch each ``if`` takes for ``x`` (True: the ``if`` side)."""
+        h = torch.tanh(self.proj(x))
+        first = bool(h.mean() > self.threshold)
+        h = self.expert_a(h) + x if first else self.expert_b(h) * 0.5
+        return first, bool(h.abs().max() > self.limit)
+
+
+def inputs_taking_every_route(model: RoutedExperts, rows: int = 3, per_route: int = 1) -> list[torch.Tensor]:
+    """Inputs (global RNG) such that each ``if`` of ``model`` goes both ways, every route if possible."""
+    dim = model.proj.in_features
+    found: dict[tuple[bool, bool], list[torch.Tensor]] = {}
+    for attempt in range(400):
+        x = torch.randn(rows, dim) * (1 + attempt % 5) * (-1) ** attempt
+        route = model.routes(x)
+        if len(found.setdefault(route, [])) < per_route:
+            found[route].append(x)
+    first, second = {r[0] for r in found}, {r[1] for r in found}
+    if first != {True, False} or second != {True, False}:
+        raise ValueError(f"no inputs take both branches of each if: routes {sorted(found)}")
+    return [x for route in sorted(found) for x in found[route]]
 
 
 # Source of a TorchScript function with a loop around a branch (chapter 02's IR example).

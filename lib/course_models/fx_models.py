@@ -1,7 +1,8 @@
 """Models for chapter 03 (TorchFX): the seed's examples plus variants the grader builds.
 
 Each class exercises one thing a pass must handle (every spelling of ReLU, dropout as a
-module and as a function, Conv2d+BatchNorm2d with and without bias, shared outputs).
+module and as a function, Conv2d+BatchNorm2d with and without bias, shared outputs, an
+op the toy chip runs through its CPU fallback).
 """
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ class RandomMLP(nn.Module):
     """An MLP whose activations and dropouts are drawn from ``spellings`` (seeded by ``layout_seed``).
 
     ``spellings`` names how each activation is written: "torch.relu", "F.relu",
-    "nn.ReLU", "Tensor.relu", "torch.tanh", "nn.Dropout", "F.dropout".
+    "nn.ReLU", "Tensor.relu", "torch.tanh", "torch.cos", "nn.Dropout", "F.dropout".
     """
 
     def __init__(self, layout_seed: int, width: int, depth: int, spellings: list[str]):
@@ -128,6 +129,8 @@ class RandomMLP(nn.Module):
                 x = x.relu()
             elif choice == "torch.tanh":
                 x = torch.tanh(x)
+            elif choice == "torch.cos":
+                x = torch.cos(x)
             elif choice == "F.dropout":
                 x = F.dropout(x, p=0.3, training=self.training)
             elif choice == "nn.ReLU":
@@ -135,6 +138,21 @@ class RandomMLP(nn.Module):
             else:
                 x = self.dropout(x)
         return x
+
+
+class ChipBlock(nn.Module):
+    """A block for the per-node profiler on the toy chip: modules, a function, a method, an
+    add, and ``torch.cos``, which the chip runs through its CPU fallback (two copies)."""
+
+    def __init__(self, width: int = 16):
+        super().__init__()
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        h = self.fc2(h).sigmoid()
+        return torch.cos(h) + x
 
 
 def pointwise_chains(x, y):

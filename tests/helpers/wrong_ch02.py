@@ -89,21 +89,57 @@ def ir_census_blocks_as_nodes(graph):
     return {"ops": dict(ops), "blocks": control, "max_depth": max_depth}
 
 
-def migrate_static(model, example):
-    """Exports without ``dynamic_shapes``: the example's batch size is baked in."""
-    return torch.export.export(model.eval(), example)
+class _ExampleRouteRouter(nn.Module):
+    """Follows the route the example takes, written without ``if``: what tracing would record."""
+
+    def __init__(self, source, route):
+        super().__init__()
+        self.proj, self.expert_a, self.expert_b = source.proj, source.expert_a, source.expert_b
+        self.route = route
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        h = self.expert_a(h) + x if self.route[0] else self.expert_b(h) * 0.5
+        return h / h.abs().max() if self.route[1] else h
 
 
-def migrate_bounded(model, example):
-    """A dynamic batch, but bounded by a guess (``max=16``) that real traffic exceeds."""
-    batch = torch.export.Dim("batch", max=16)
-    return torch.export.export(model.eval(), example, dynamic_shapes={"x": {0: batch}, "mask": {0: batch}})
+def migrate_specialised(model, example):
+    """Removes the ``if``s by keeping the branches the example takes: export succeeds, one route only."""
+    return torch.export.export(_ExampleRouteRouter(model, model.routes(*example)).eval(), example)
 
 
-def migrate_x_only(model, example):
-    """Marks only ``x`` dynamic; ``mask`` keeps the example's batch size."""
-    return torch.export.export(model.eval(), example,
-                               dynamic_shapes={"x": {0: torch.export.Dim("batch")}, "mask": None})
+class _WhereRouter(nn.Module):
+    """Both branches computed, one picked per call by ``torch.where``: right values, no ``torch.cond``."""
+
+    def __init__(self, source):
+        super().__init__()
+        self.proj, self.expert_a, self.expert_b = source.proj, source.expert_a, source.expert_b
+        self.threshold, self.limit = source.threshold, source.limit
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        h = torch.where(h.mean() > self.threshold, self.expert_a(h) + x, self.expert_b(h) * 0.5)
+        peak = h.abs().max()
+        return torch.where(peak > self.limit, h / peak, h)
+
+
+def migrate_with_where(model, example):
+    """Replaces each ``if`` with ``torch.where`` instead of ``torch.cond``."""
+    return torch.export.export(_WhereRouter(model).eval(), example)
+
+
+class _SwappedRouter(_WhereRouter):
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        h = torch.cond(h.mean() > self.threshold,
+                       lambda h, x: self.expert_b(h) * 0.5, lambda h, x: self.expert_a(h) + x, (h, x))
+        peak = h.abs().max()
+        return torch.cond(peak > self.limit, lambda h, p: h / p, lambda h, p: h.clone(), (h, peak))
+
+
+def migrate_swapped_branches(model, example):
+    """Uses ``torch.cond`` but passes the else-branch as ``true_fn`` in the first one."""
+    return torch.export.export(_SwappedRouter(model).eval(), example)
 
 
 WRONG_ANSWERS = [
@@ -114,7 +150,7 @@ WRONG_ANSWERS = [
     ("02.make_scriptable", make_scriptable_one_branch),
     ("02.ir_census", ir_census_top_level),
     ("02.ir_census", ir_census_blocks_as_nodes),
-    ("02.export_migration", migrate_static),
-    ("02.export_migration", migrate_bounded),
-    ("02.export_migration", migrate_x_only),
+    ("02.cond_migration", migrate_specialised),
+    ("02.cond_migration", migrate_with_where),
+    ("02.cond_migration", migrate_swapped_branches),
 ]

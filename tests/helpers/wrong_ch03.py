@@ -8,6 +8,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+import toychip
 
 
 def count_ops_by_target(gm):
@@ -32,6 +33,62 @@ def count_ops_every_node(gm):
             key = node.op
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def profile_nodes_wall_clock(gm, inputs):
+    """The FX profiler tutorial verbatim: wall-clock seconds per node instead of the chip's clock."""
+    import time
+
+    class WallClockProfiler(fx.Interpreter):
+        def run_node(self, n):
+            start = time.perf_counter()
+            result = super().run_node(n)
+            if n.op.startswith("call_"):
+                times[n.name] = time.perf_counter() - start
+            return result
+
+    times = {}
+    WallClockProfiler(gm).run(*inputs)
+    return times
+
+
+def profile_nodes_cumulative(gm, inputs):
+    """One profile around the whole run, read after each node: running totals, not per-node times."""
+    class RunningTotal(fx.Interpreter):
+        def run_node(self, n):
+            result = super().run_node(n)
+            if n.op.startswith("call_"):
+                times[n.name] = total.time_us
+            return result
+
+    times = {}
+    with toychip.profile() as total:
+        RunningTotal(gm).run(*inputs)
+    return times
+
+
+def profile_nodes_functions_and_modules(gm, inputs):
+    """Overrides call_function and call_module only: Tensor-method nodes (x.sigmoid()) are missed."""
+    class Partial(fx.Interpreter):
+        def call_function(self, target, args, kwargs):
+            with toychip.profile() as p:
+                result = super().call_function(target, args, kwargs)
+            times[self.current_node] = p.time_us
+            return result
+
+        def call_module(self, target, args, kwargs):
+            with toychip.profile() as p:
+                result = super().call_module(target, args, kwargs)
+            times[self.current_node] = p.time_us
+            return result
+
+        def run_node(self, n):
+            self.current_node = n.name
+            return super().run_node(n)
+
+    times = {}
+    Partial(gm).run(*inputs)
+    return times
 
 
 def relu_to_gelu_seed(gm):
@@ -104,6 +161,9 @@ def find_fusion_groups_ignoring_users(gm: fx.GraphModule):
 WRONG_ANSWERS = [
     ("03.op_census", count_ops_by_target),
     ("03.op_census", count_ops_every_node),
+    ("03.node_profiler", profile_nodes_wall_clock),
+    ("03.node_profiler", profile_nodes_cumulative),
+    ("03.node_profiler", profile_nodes_functions_and_modules),
     ("03.relu_to_gelu", relu_to_gelu_seed),
     ("03.remove_dropout", remove_dropout_seed),
     ("03.fold_conv_bn", fold_conv_bn_ignoring_users),
