@@ -28,19 +28,12 @@ LIMITS = Limits(cell_timeout_s=60, task_timeout_s=60, memory_bytes=4 * 2**30)
 OTHER_USER = 61999   # an ordinary uid with no files of its own; used when the suite runs as root
 
 
-def _require_bubblewrap():
+@pytest.fixture(autouse=True)
+def bubblewrap():
     if filesystem_view.bwrap() is None:
         if os.environ.get("GRADER_REQUIRE_BUBBLEWRAP") == "1":
             pytest.fail("GRADER_REQUIRE_BUBBLEWRAP=1 but bubblewrap is missing or cannot make namespaces here")
         pytest.skip(f"bubblewrap is not installed or cannot run here ({filesystem_view.INSTALL_HINT})")
-
-
-pytestmark = pytest.mark.usefixtures("bubblewrap")
-
-
-@pytest.fixture
-def bubblewrap():
-    _require_bubblewrap()
 
 
 @pytest.fixture
