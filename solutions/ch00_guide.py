@@ -2,34 +2,22 @@
 
 Each function body is injected into the instructor's copy of ``notebooks/00_guide.ipynb``
 between ``### BEGIN SOLUTION`` / ``### END SOLUTION``, so a body may use only what the
-notebook imports: ``time``, ``statistics``, ``torch`` and ``Dim`` (``torch.export.Dim``).
+notebook imports: ``time``, ``statistics``, ``torch``, ``Dim`` (``torch.export.Dim``),
+``make_fx`` and ``ShapeProp``.
 """
 import statistics
 import time
 
 import torch
 from torch.export import Dim
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.passes.shape_prop import ShapeProp
 
 
-def choose(scenario: dict) -> str:
-    """The technology for one scenario: hardware first, then the goal, then the numbers."""
-    if scenario["hardware"] == "tpu":
-        return "torch_xla"
-    if scenario["hardware"] == "new_chip":
-        return "PrivateUse1+custom backend"
-    if scenario["goal"] == "debug":
-        return "eager"
-    if scenario["goal"] == "rewrite_graph":
-        return "torch.fx"
-    if scenario["goal"] == "deploy":
-        return {"cpp_server": "torch.export+AOTInductor", "mobile": "ExecuTorch",
-                "onnx_runtime": "ONNX"}[scenario["deploy_to"]]
-    # speed_up inside Python: compiling costs seconds up front and ~40-70 µs per call
-    if scenario["eager_call_us"] < 100:
-        return "eager"
-    if scenario["calls"] * scenario["eager_call_us"] < 60e6:
-        return "eager"
-    return "torch.compile"
+def export_with_dynamic_batch(model, example: tuple):
+    """``torch.export`` with dimension 0 of every input as one shared symbolic batch size."""
+    batch = Dim("batch")
+    return torch.export.export(model, example, dynamic_shapes=tuple({0: batch} for _ in example))
 
 
 def benchmark(fn, args: tuple, warmup: int, repeats: int, synchronize) -> dict:
@@ -46,17 +34,30 @@ def benchmark(fn, args: tuple, warmup: int, repeats: int, synchronize) -> dict:
     return {"median": statistics.median(samples), "samples": samples}
 
 
-def bottleneck(profile: dict) -> str:
-    """Which part of the roofline-with-launches cost dominates: launches, bytes or flops."""
-    parts = {
-        "overhead": profile["launches"] * profile["launch_us"],
-        "memory": profile["bytes"] / profile["mem_bytes_per_us"],
-        "compute": profile["flops"] / profile["flops_per_us"],
-    }
-    return max(parts, key=parts.get)
+def kernel_costs(fn, inputs: tuple) -> list[dict]:
+    """One entry per ATen op that launches a kernel (views do not): bytes of its tensor
+    inputs and output, and its flops (2·M·N·K for matmuls, else the largest operand's numel)."""
+    gm = make_fx(fn)(*inputs)
+    ShapeProp(gm).propagate(*inputs)
+    kernels = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or node.target.is_view:
+            continue
+        tensors = [n.meta["tensor_meta"] for n in node.all_input_nodes if "tensor_meta" in n.meta]
+        out = node.meta["tensor_meta"]
+        nbytes = sum(t.shape.numel() * t.dtype.itemsize for t in [*tensors, out])
+        if node.target._opname in ("mm", "addmm", "bmm"):
+            flops = 2 * out.shape.numel() * tensors[-2].shape[-1]
+        else:
+            flops = max(t.shape.numel() for t in [*tensors, out])
+        kernels.append({"op": node.target.__name__, "bytes": nbytes, "flops": flops})
+    return kernels
 
 
-def export_with_dynamic_batch(model, example: tuple):
-    """``torch.export`` with dimension 0 of every input as one shared symbolic batch size."""
-    batch = Dim("batch")
-    return torch.export.export(model, example, dynamic_shapes=tuple({0: batch} for _ in example))
+def roofline(kernels: list[dict], spec: dict) -> dict:
+    """Predicted time (launch + max(memory, compute) per kernel, summed) and the largest part."""
+    parts = {"overhead": len(kernels) * spec["launch_us"], "memory": 0.0, "compute": 0.0}
+    for k in kernels:
+        move, work = k["bytes"] / spec["mem_bytes_per_us"], k["flops"] / spec["flops_per_us"]
+        parts["memory" if move >= work else "compute"] += max(move, work)
+    return {"time_us": sum(parts.values()), "bound": max(parts, key=parts.get)}

@@ -67,3 +67,16 @@ def kernel_launches(code: str) -> list[str]:
     """Kernels the generated ``call`` launches, in order: fused kernels and library calls."""
     body = re.split(r"def call\(.*\):", code, maxsplit=1)[1]
     return re.findall(r"^\s+(cpp_fused_\w+|extern_kernels\.\w+)\(", body, flags=re.MULTILINE)
+
+
+def first_divergent_stage(fn, inputs: list[tuple], stages: list[tuple]):
+    """Compile ``fn`` with each stage in order; the first whose output leaves eager's
+    tolerance on any input is where the bug is (stages are cumulative), else ``None``."""
+    expected = [fn(*args) for args in inputs]
+    for name, backend in stages:
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend=backend)
+        for args, want in zip(inputs, expected):
+            if not torch.allclose(compiled(*args), want, rtol=1e-4, atol=1e-5):
+                return name
+    return None

@@ -1,130 +1,87 @@
-"""Chapter 00 (comparison and selection guide) exercises: choosing a technology per
-scenario, a benchmark graded against workloads of known cost, classifying toy-chip
-profiles, and a ``torch.export`` with a dynamic batch dimension run at other sizes."""
+"""Chapter 00 (comparison and selection guide) exercises: a ``torch.export`` with a dynamic
+batch dimension run at other sizes, a benchmark graded against workloads of known cost,
+the per-kernel cost of an ATen graph checked against the toy chip's simulated clock, and a
+roofline prediction (time and bound) checked against the chip's cost model."""
 from __future__ import annotations
 
 import io
 import math
 import random
 import statistics
+import zlib
 
 import torch
 
 from course_models import ch00_models as models
 
-from ..authoring import (PASS, Case, Exercise, Verdict, artifact_error, compare_equal, compare_outputs,
+from ..authoring import (PASS, Case, Exercise, Verdict, artifact_error, compare_outputs,
                         seeded_build, short)
 
 EXERCISES: list[Exercise] = []  # in notebook order
 
-# --- 00.choose_technology -----------------------------------------------------------
+# --- 00.export_dynamic --------------------------------------------------------------
 
-CHOICES = ("eager", "torch.compile", "torch.export+AOTInductor", "ExecuTorch", "ONNX", "torch.fx",
-           "torch_xla", "PrivateUse1+custom backend", "TorchScript")
-
-REASONS = {
-    "torch_xla": "TPU 只能通过 PyTorch/XLA（torch_xla，延迟张量 lazy tensor 的机制）使用，其他技术都不会把算子送到 TPU 上。",
-    "PrivateUse1+custom backend": "新芯片要先接入 PyTorch：用 PrivateUse1 注册设备和算子（第 07 章），再给 torch.compile 写自定义后端（第 08 章）。",
-    "torch.fx": "要写自己的图变换 (graph pass)：torch.fx 给出可遍历、可修改、能重新生成代码的图（第 03 章）。",
-    "torch.export+AOTInductor": "没有 Python 的 C++ 服务器：TorchScript 自 2.5 起已弃用；今天用 torch.export 导出整图，"
-                                "再用 AOTInductor 编译打包成 .pt2，C++ 直接加载运行。",
-    "ExecuTorch": "手机/边缘设备：ExecuTorch 把 torch.export 的图降级成 .pte 文件，由很小的 C++ 运行时执行"
-                  "（旧的 optimize_for_mobile + Lite Interpreter 已弃用）。",
-    "ONNX": "交给其他推理引擎（ONNX Runtime、TensorRT 等）：用 torch.onnx.export(..., dynamo=True) 导出 ONNX。",
-    "torch.compile": "在 Python 里加速一个运行时间长、每次调用足够大的模型：torch.compile 一行就能用，编译时间被大量调用摊薄。",
-}
+def _export_case(name: str, seed: int, make_model, example_shapes, batches, description: str = "") -> Case:
+    def make():
+        model = make_model().eval()
+        example = tuple(torch.randn(*shape) for shape in example_shapes)
+        inputs = [tuple(torch.randn(b, *shape[1:]) for shape in example_shapes) for b in batches]
+        return {"model": model, "example": example, "batches": list(batches), "inputs": inputs}
+    return Case(name, seeded_build(seed, make), description)
 
 
-EAGER_REASONS = {
-    "debug": "调试时要能逐行运行、随时打印中间值：用 eager，别编译。",
-    "tiny": "单次调用只有几十微秒的小模型：编译后每次调用多出的守卫与包装开销（在 CPU 上约 40–70 µs）比省下的还多，编译版反而更慢。",
-    "short": "总运行时间不到一分钟的任务：付不起几秒到十几秒的首次编译时间。",
-}
+def export_artifact(function, built) -> dict:
+    """Sandbox side: the learner's ExportedProgram, serialised with ``torch.export.save``."""
+    program = function(built["model"], built["example"])
+    if not isinstance(program, torch.export.ExportedProgram):
+        return {"error": f"应返回 torch.export.ExportedProgram，实际返回了 {type(program).__name__}。"}
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    return {"program": torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)}
 
 
-def _reason(choice: str, scenario: dict) -> str:
-    if choice != "eager":
-        return REASONS[choice]
-    if scenario["goal"] == "debug":
-        return EAGER_REASONS["debug"]
-    return EAGER_REASONS["tiny" if scenario["eager_call_us"] < 100 else "short"]
+def run_exported(artifact: dict, built: dict) -> dict:
+    """Trusted side: load the program and run it at every batch size of the case."""
+    if "error" in artifact:
+        return artifact
+    try:
+        program = torch.export.load(io.BytesIO(artifact["program"].numpy().tobytes()))
+    except Exception as error:
+        return {"error": f"无法加载导出的程序：{type(error).__name__}: {str(error)[:200]}"}
+    outputs = []
+    for batch, inputs in zip(built["batches"], built["inputs"]):
+        try:
+            with torch.no_grad():
+                outputs.append(program.module()(*inputs))
+        except Exception as error:
+            return {"error": f"导出的程序在 batch = {batch} 时无法运行（{type(error).__name__}: "
+                             f"{str(error).splitlines()[0][:150]}）。batch 维度应该是动态的 (dynamic)。"}
+    return {"outputs": outputs}
 
 
-def _scenario(hardware: str, goal: str, deploy_to=None, eager_call_us: float = 0.0, calls: int = 0) -> dict:
-    return {"hardware": hardware, "goal": goal, "deploy_to": deploy_to,
-            "eager_call_us": float(eager_call_us), "calls": int(calls)}
-
-
-PUBLIC_SCENARIOS = [
-    ("train-resnet", "用 Python 在 GPU 上训练 ResNet：每步 80 ms，要训练 10 万步", _scenario("cuda", "speed_up", None, 80_000, 100_000)),
-    ("cpp-server", "部署到 C++ 推理服务器，服务器上不允许安装 Python", _scenario("cpu", "deploy", "cpp_server", 2_000, 10**8)),
-    ("android", "在 Android App 里离线运行模型", _scenario("cpu", "deploy", "mobile", 5_000, 10**6)),
-    ("tensorrt", "模型交给另一个团队，用 ONNX Runtime / TensorRT 上线", _scenario("cuda", "deploy", "onnx_runtime", 3_000, 10**7)),
-    ("conv-bn-pass", "写一个自动把 Conv+BN 折叠起来的图优化工具", _scenario("cpu", "rewrite_graph", None, 1_000, 1_000)),
-    ("new-chip", "公司自研的 AI 芯片要支持 PyTorch", _scenario("new_chip", "speed_up", None, 1_000, 10**6)),
-    ("tpu", "在 Google Cloud TPU 上训练", _scenario("tpu", "speed_up", None, 50_000, 10**5)),
-    ("seed-mymodel", "种子文档的 MyModel（batch 32）做在线推理：每次调用约 25 µs，一天一千万次", _scenario("cpu", "speed_up", None, 25, 10**7)),
-    ("nan-debug", "训练出现 NaN，正在逐行排查", _scenario("cuda", "debug", None, 80_000, 100)),
-    ("one-off", "一次性脚本：处理 200 个样本，每个 5 ms", _scenario("cpu", "speed_up", None, 5_000, 200)),
-]
-
-HARDWARE_WORDS = {"cpu": "CPU", "cuda": "NVIDIA GPU", "tpu": "TPU", "new_chip": "新芯片"}
-DEPLOY_WORDS = {"cpp_server": "C++ 服务器（无 Python）", "mobile": "手机/边缘设备", "onnx_runtime": "其他推理引擎"}
-GOAL_WORDS = {"speed_up": "在 Python 里加速", "deploy": "部署", "rewrite_graph": "改写计算图", "debug": "调试"}
-
-
-def _describe(s: dict) -> str:
-    where = f"到{DEPLOY_WORDS[s['deploy_to']]}" if s["deploy_to"] else ""
-    return (f"{HARDWARE_WORDS[s['hardware']]}，目的：{GOAL_WORDS[s['goal']]}{where}，"
-            f"eager 单次 {s['eager_call_us']:g} µs，共 {s['calls']} 次")
-
-
-def _random_scenario(rng: random.Random) -> dict:
-    hardware = rng.choices(["cpu", "cuda", "tpu", "new_chip"], [4, 4, 1, 1])[0]
-    goal = rng.choice(["speed_up", "speed_up", "deploy", "rewrite_graph", "debug"])
-    deploy_to = rng.choice(list(DEPLOY_WORDS)) if goal == "deploy" else None
-    tiny = rng.random() < 0.35
-    eager_call_us = rng.choice([12, 20, 35, 50, 60]) if tiny else rng.choice([400, 2_000, 15_000, 120_000])
-    total_s = rng.choice([0.5, 3, 10, 3_600, 36_000, 10**6])   # far from the 60 s threshold
-    return _scenario(hardware, goal, deploy_to, eager_call_us, max(1, round(total_s * 1e6 / eager_call_us)))
-
-
-def _scenario_case(name: str, description: str, scenario: dict) -> Case:
-    return Case(name, lambda: {"scenario": dict(scenario), "description": description}, description)
-
-
-def choice_artifact(function, built) -> dict:
-    """Sandbox side: the learner's choice for one scenario (the description is not passed)."""
-    choice = function(dict(built["scenario"]))
-    if not isinstance(choice, str) or choice not in CHOICES:
-        return {"error": f"choose 应返回以下字符串之一：{', '.join(CHOICES)}；实际返回了 {short(choice)}。"}
-    return {"choice": choice}
-
-
-def _with_description(artifact: dict, built: dict) -> dict:
-    return {**artifact, "description": built["description"], "scenario": built["scenario"]}
-
-
-def _compare_choice(expected, got) -> Verdict:
-    if (error := artifact_error(got)) is not None:
-        return error
-    if got["choice"] == expected["choice"]:
-        return PASS
-    message = f"场景「{expected['description']}」应选 {expected['choice']}。原因：{_reason(expected['choice'], expected['scenario'])}"
-    if got["choice"] == "TorchScript":
-        message += "（TorchScript 是种子文档的旧建议：torch.jit 自 PyTorch 2.5 起已弃用。）"
-    return Verdict(False, message, expected["choice"], got["choice"])
+def _random_export_case(rng: random.Random, index: int) -> Case:
+    widths = [rng.choice([8, 16, 24])] + [rng.choice([4, 12, 32]) for _ in range(rng.randint(1, 3))]
+    batches = rng.sample([1, 2, 3, 6, 17, 50, 128], 3)
+    return _export_case(f"hidden-{index}", rng.randrange(10**6), lambda: models.RandomMLP(widths),
+                        [(rng.choice([4, 8, 16]), widths[0])], batches)
 
 
 EXERCISES.append(Exercise(
-    id="00.choose_technology", title="技术选型 (choosing a technology)", function="choose",
-    points=2,
-    public_cases=lambda: [_scenario_case(n, d, s) for n, d, s in PUBLIC_SCENARIOS],
-    hidden_cases=lambda rng: [_scenario_case(f"hidden-{i}", _describe(s), s)
-                              for i, s in enumerate(_random_scenario(rng) for _ in range(8))],
-    produce=choice_artifact, analyze=_with_description, compare=_compare_choice,
-    hint="按决策树的顺序判断：先看硬件（TPU、新芯片），再看目的（调试、改图、部署到哪里），"
-         "最后对「在 Python 里加速」看数字：eager 单次调用 < 100 µs 或总运行时间 < 1 分钟时编译不划算。",
+    id="00.export_dynamic", title="torch.export：动态 batch 维", function="export_with_dynamic_batch",
+    points=2, partial_credit=True,
+    public_cases=lambda: [
+        _export_case("MyModel", 0, models.MyModel, [(32, 100)], [1, 5, 32, 100], "种子 MyModel，示例 batch 32"),
+        _export_case("ImageClassifier", 1, models.ImageClassifier, [(8, 1, 28, 28)], [1, 3, 64],
+                     "先 flatten 再 MLP：view 的大小依赖 batch"),
+        _export_case("GatedPair", 2, models.GatedPair, [(4, 16), (4, 16)], [1, 2, 9],
+                     "两个输入，batch 必须是同一个符号"),
+    ],
+    hidden_cases=lambda rng: [_random_export_case(rng, i) for i in range(2)]
+    + [_export_case("hidden-pair", rng.randrange(10**6), models.GatedPair, [(6, 16), (6, 16)], [1, 11])],
+    produce=export_artifact, analyze=run_exported,
+    compare=lambda e, g: artifact_error(g) or compare_outputs(e["outputs"], g["outputs"]),
+    hint="torch.export.export(model, example, dynamic_shapes=...)：为每个输入给一个 {0: batch} 字典，"
+         "所有输入共用同一个 batch = Dim(\"batch\")。",
 ))
 
 
@@ -206,7 +163,7 @@ def _random_benchmark_case(rng: random.Random, index: int) -> Case:
 
 EXERCISES.append(Exercise(
     id="00.benchmark", title="写一个诚实的计时函数 (benchmark)", function="benchmark",
-    points=3,
+    points=3, partial_credit=True,
     public_cases=lambda: [
         _benchmark_case("cold-start", _cold(0.004, 3, 0.04), 3, 5,
                         "前 3 次调用各 40 ms（像首次编译），之后每次 4 ms"),
@@ -222,132 +179,194 @@ EXERCISES.append(Exercise(
 ))
 
 
-# --- 00.bottleneck ------------------------------------------------------------------
+# --- 00.kernel_costs ------------------------------------------------------------------
 
-BOTTLENECKS = ("overhead", "memory", "compute")
-
-
-def _profile_case(name: str, kind: str, params: tuple, description: str, **spec) -> Case:
-    return Case(name, lambda: {"profile": models.toychip_profile(kind, params, **spec)}, description)
+def _costs_case(name: str, kind: str, params: tuple, description: str = "") -> Case:
+    return Case(name, seeded_build(zlib.crc32(repr((kind, params)).encode()), lambda: dict(
+        zip(("fn", "inputs"), models.chip_workload(kind, params)))), description)
 
 
-def _components(profile: dict) -> list[float]:
-    """Launch, memory and compute time: used only to keep hidden cases unambiguous."""
-    return [profile["launches"] * profile["launch_us"], profile["bytes"] / profile["mem_bytes_per_us"],
-            profile["flops"] / profile["flops_per_us"]]
+def costs_artifact(function, built) -> dict:
+    """Sandbox side: the learner's per-kernel list, checked to be plain ``{op, bytes, flops}`` dicts."""
+    kernels = function(built["fn"], built["inputs"])
+    ok = isinstance(kernels, (list, tuple)) and all(
+        isinstance(k, dict) and isinstance(k.get("op"), str) and type(k.get("bytes")) is int
+        and type(k.get("flops")) is int for k in kernels)
+    if not ok:
+        return {"error": "kernel_costs 应返回 list，每个元素是 {'op': str, 'bytes': int, 'flops': int}，"
+                         f"实际返回了 {short(kernels)}。"}
+    return {"kernels": [{"op": k["op"], "bytes": k["bytes"], "flops": k["flops"]} for k in kernels]}
 
 
-CHIP_SPECS = [{}, {"launch_us": 20.0}, {"launch_us": 2.0, "mem_bytes_per_us": 100e3},
-              {"flops_per_us": 50e6}, {"mem_bytes_per_us": 1000e3, "flops_per_us": 5e6}]
+def _with_chip(artifact: dict, built: dict) -> dict:
+    """Trusted side: the toy chip's own count of the same program, per kernel name."""
+    if "error" in artifact:
+        return artifact
+    return {**artifact, "chip": models.chip_profile(built["fn"], built["inputs"])["kernels"]}
 
 
-def _random_chip_workload(rng: random.Random) -> tuple[str, tuple]:
-    kind = rng.choice(list(models.CHIP_WORKLOADS))
-    if kind == "mlp":
-        batch = rng.choice([1, 4, 64, 512])
-        return kind, (batch, tuple(rng.choice([32, 256, 1024, 2048]) for _ in range(rng.randint(2, 3))))
-    if kind == "pointwise":
-        return kind, (rng.choice([1_000, 50_000, 1_000_000, 3_000_000]), rng.randint(1, 20))
-    return kind, tuple(rng.choice([64, 512, 1024, 1536]) for _ in range(3))
+def _per_op(kernels: list[dict]) -> dict:
+    totals: dict = {}
+    for k in kernels:
+        calls, nbytes, flops = totals.get(k["op"], (0, 0, 0))
+        totals[k["op"]] = (calls + 1, nbytes + k["bytes"], flops + k["flops"])
+    return totals
 
 
-def _hidden_profile_cases(rng: random.Random, count: int = 4) -> list[Case]:
-    """Random workloads on random chips whose dominant cost leads by at least 2×."""
-    cases = []
-    while len(cases) < count:
-        (kind, params), spec = _random_chip_workload(rng), rng.choice(CHIP_SPECS)
-        parts = sorted(_components(models.toychip_profile(kind, params, **spec)))
-        if parts[-1] >= 2 * parts[-2]:
-            cases.append(_profile_case(f"hidden-{len(cases)}", kind, params, "", **spec))
-    return cases
+def _compare_costs(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    chip = {op: (s["calls"], s["bytes"], s["flops"]) for op, s in got["chip"].items()}
+    mine = _per_op(got["kernels"])
+    launches, counted = sum(c for c, _, _ in chip.values()), len(got["kernels"])
+    if counted != launches:
+        extra = sorted(set(mine) - set(chip))
+        why = f"（芯片上没有发射这些算子：{', '.join(extra)}——视图 (view) 不发射内核）" if extra else ""
+        return Verdict(False, f"内核个数与玩具芯片实际发射的次数不同{why}。", str(launches), str(counted))
+    for op, (calls, nbytes, flops) in chip.items():
+        have = mine.get(op)
+        if have is None or have[0] != calls:
+            return Verdict(False, f"算子 {op} 的发射次数不对（名字用 node.target.__name__，例如 'addmm.default'）。",
+                           str(calls), str(have[0] if have else 0))
+        if have[1] != nbytes:
+            return Verdict(False, f"算子 {op} 搬运的字节数不对：每次发射 = 所有张量输入 + 输出的字节数（标量不算）。",
+                           str(nbytes), str(have[1]))
+        if have[2] != flops:
+            return Verdict(False, f"算子 {op} 的浮点运算数不对：矩阵乘是 2·M·N·K，其他算子是最大的那个操作数的元素个数。",
+                           str(flops), str(have[2]))
+    return PASS
 
 
-def bottleneck_artifact(function, built) -> dict:
-    label = function(dict(built["profile"]))
-    if label not in BOTTLENECKS:
-        return {"error": f"bottleneck 应返回 'overhead'、'memory' 或 'compute'，实际返回了 {short(label)}。"}
-    return {"label": label}
+def _random_costs_case(rng: random.Random, index: int) -> Case:
+    kind = rng.choice(sorted(models.CHIP_WORKLOADS))
+    params = {"mlp": lambda: (rng.choice([1, 4, 16]), tuple(rng.choice([8, 24, 40]) for _ in range(rng.randint(2, 4)))),
+              "pointwise": lambda: (rng.choice([100, 1000, 5000]), rng.randint(1, 3)),
+              "matmul": lambda: tuple(rng.choice([4, 12, 32]) for _ in range(3)),
+              "attention": lambda: (rng.choice([1, 3]), rng.choice([4, 8, 16]), rng.choice([8, 16]))}[kind]()
+    return _costs_case(f"hidden-{index}", kind, params, kind)
 
 
 EXERCISES.append(Exercise(
-    id="00.bottleneck", title="瓶颈分类：开销、内存还是计算", function="bottleneck",
-    points=2,
+    id="00.kernel_costs", title="从 ATen 图估算每个内核的字节数与运算量", function="kernel_costs",
+    points=3, partial_credit=True,
     public_cases=lambda: [
-        _profile_case("MyModel", "mlp", (32, (100, 50, 10)), "种子 MyModel，batch 32"),
-        _profile_case("tiny-loop", "pointwise", (4096, 25), "对 4096 个数做 25 轮小的逐点运算（100 次发射）"),
-        _profile_case("pointwise-2M", "pointwise", (2_000_000, 1), "对 200 万个数做一轮逐点链"),
-        _profile_case("gemv", "mlp", (1, (2048, 2048)), "batch 1 的 2048×2048 Linear（矩阵乘向量）"),
-        _profile_case("matmul-1024", "matmul", (1024, 1024, 1024), "1024×1024×1024 矩阵乘 + ReLU"),
+        _costs_case("MyModel", "mlp", (32, (100, 50, 10)), "种子 MyModel，batch 32：addmm、relu（t 是视图）"),
+        _costs_case("pointwise", "pointwise", (1000, 2), "两轮 (x*2+1).relu()-0.5：标量不算字节"),
+        _costs_case("attention", "attention", (2, 8, 16), "bmm、transpose（视图）、softmax"),
     ],
-    hidden_cases=_hidden_profile_cases,
-    produce=bottleneck_artifact,
-    compare=lambda e, g: artifact_error(g) or compare_equal(
-        e["label"], g["label"], "瓶颈分类不对：分别估算发射开销、搬运数据、计算三部分的时间，看哪一部分最大（总时间本身说明不了瓶颈在哪）。"),
-    hint="发射开销 = launches × launch_us；内存时间 = bytes / mem_bytes_per_us；计算时间 = flops / flops_per_us。",
+    hidden_cases=lambda rng: [_random_costs_case(rng, i) for i in range(3)],
+    produce=costs_artifact, analyze=_with_chip, compare=_compare_costs,
+    hint="第一步：gm = make_fx(fn)(*inputs)，ShapeProp(gm).propagate(*inputs)，然后只看 op == 'call_function' 的节点，"
+         "跳过 node.target.is_view 的视图。第二步：字节 = 每个张量输入 (node.all_input_nodes) 和输出的 "
+         "meta['tensor_meta'] 的 numel × dtype.itemsize 之和。第三步：mm/addmm/bmm 的运算量是 2 × 输出元素数 × K，"
+         "其他算子取最大操作数的元素个数。",
 ))
 
 
-# --- 00.export_dynamic --------------------------------------------------------------
+# --- 00.roofline ----------------------------------------------------------------------
 
-def _export_case(name: str, seed: int, make_model, example_shapes, batches, description: str = "") -> Case:
-    def make():
-        model = make_model().eval()
-        example = tuple(torch.randn(*shape) for shape in example_shapes)
-        inputs = [tuple(torch.randn(b, *shape[1:]) for shape in example_shapes) for b in batches]
-        return {"model": model, "example": example, "batches": list(batches), "inputs": inputs}
-    return Case(name, seeded_build(seed, make), description)
+BOUNDS = ("overhead", "memory", "compute")
+SPEC_KEYS = ("launch_us", "mem_bytes_per_us", "flops_per_us")
 
 
-def export_artifact(function, built) -> dict:
-    """Sandbox side: the learner's ExportedProgram, serialised with ``torch.export.save``."""
-    program = function(built["model"], built["example"])
-    if not isinstance(program, torch.export.ExportedProgram):
-        return {"error": f"应返回 torch.export.ExportedProgram，实际返回了 {type(program).__name__}。"}
-    buffer = io.BytesIO()
-    torch.export.save(program, buffer)
-    return {"program": torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)}
+def _parts(kernels: list[dict], spec: dict) -> dict[str, float]:
+    """Trusted side: launch overhead, and each kernel's ``max`` credited to the side that wins it."""
+    parts = {"overhead": len(kernels) * spec["launch_us"], "memory": 0.0, "compute": 0.0}
+    for k in kernels:
+        move, work = k["bytes"] / spec["mem_bytes_per_us"], k["flops"] / spec["flops_per_us"]
+        parts["memory" if move >= work else "compute"] += max(move, work)
+    return parts
 
 
-def run_exported(artifact: dict, built: dict) -> dict:
-    """Trusted side: load the program and run it at every batch size of the case."""
+def _roofline_case(name: str, kernels: list[dict], spec: dict, description: str = "") -> Case:
+    return Case(name, lambda: {"kernels": [dict(k) for k in kernels], "spec": dict(spec)}, description)
+
+
+def roofline_artifact(function, built) -> dict:
+    result = function([dict(k) for k in built["kernels"]], dict(built["spec"]))
+    if not isinstance(result, dict) or result.get("bound") not in BOUNDS or not isinstance(
+            result.get("time_us"), (int, float)) or isinstance(result.get("time_us"), bool):
+        return {"error": "roofline 应返回 {'time_us': 数, 'bound': 'overhead' | 'memory' | 'compute'}，"
+                         f"实际返回了 {short(result)}。"}
+    return {"time_us": float(result["time_us"]), "bound": result["bound"]}
+
+
+def _with_clock(artifact: dict, built: dict) -> dict:
+    """Trusted side: the chip's own clock (``ChipSpec.kernel_us``) and the three parts."""
     if "error" in artifact:
         return artifact
-    try:
-        program = torch.export.load(io.BytesIO(artifact["program"].numpy().tobytes()))
-    except Exception as error:
-        return {"error": f"无法加载导出的程序：{type(error).__name__}: {str(error)[:200]}"}
-    outputs = []
-    for batch, inputs in zip(built["batches"], built["inputs"]):
-        try:
-            with torch.no_grad():
-                outputs.append(program.module()(*inputs))
-        except Exception as error:
-            return {"error": f"导出的程序在 batch = {batch} 时无法运行（{type(error).__name__}: "
-                             f"{str(error).splitlines()[0][:150]}）。batch 维度应该是动态的 (dynamic)。"}
-    return {"outputs": outputs}
+    import toychip
+
+    spec = toychip.ChipSpec(**built["spec"])
+    clock = sum(spec.kernel_us(k["bytes"], k["flops"]) for k in built["kernels"])
+    parts = _parts(built["kernels"], built["spec"])
+    return {**artifact, "clock_us": clock, "parts": parts}
 
 
-def _random_export_case(rng: random.Random, index: int) -> Case:
-    widths = [rng.choice([8, 16, 24])] + [rng.choice([4, 12, 32]) for _ in range(rng.randint(1, 3))]
-    batches = rng.sample([1, 2, 3, 6, 17, 50, 128], 3)
-    return _export_case(f"hidden-{index}", rng.randrange(10**6), lambda: models.RandomMLP(widths),
-                        [(rng.choice([4, 8, 16]), widths[0])], batches)
+def _compare_roofline(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if not math.isclose(got["time_us"], got["clock_us"], rel_tol=1e-6, abs_tol=1e-6):
+        return Verdict(False, "预测的时间与玩具芯片模拟时钟的时间不同：每个内核单独算 launch_us + max(字节/带宽, 运算量/算力)，再求和"
+                              "（先把字节、运算量加总再取 max 会算错）。", f"{got['clock_us']:.3f} µs", f"{got['time_us']:.3f} µs")
+    parts = got["parts"]
+    want = max(parts, key=parts.get)
+    if got["bound"] != want:
+        shown = "，".join(f"{k} {v:.2f} µs" for k, v in parts.items())
+        return Verdict(False, f"瓶颈判断不对：三部分时间为 {shown}。每个内核的 max 归到赢的那一边，再比较三部分的总和。",
+                       want, got["bound"])
+    return PASS
+
+
+def _kernel(op: str, nbytes: int, flops: int) -> dict:
+    return {"op": op, "bytes": nbytes, "flops": flops}
+
+
+MYMODEL_KERNELS = [_kernel("addmm.default", 39400, 320000), _kernel("relu.default", 12800, 1600),
+                   _kernel("addmm.default", 9720, 32000)]
+GEMV_KERNELS = [_kernel("mm.default", 4 * (2048 + 2048 * 2048 + 2048), 2 * 2048 * 2048)]
+MIXED_KERNELS = [_kernel("mm.default", 4 * 3 * 2048**2, 2 * 2048**3)] + [_kernel("gelu.default", 2**23, 2**21)] * 2
+CHIPS = [{"launch_us": 5.0, "mem_bytes_per_us": 200e3, "flops_per_us": 10e6},
+         {"launch_us": 20.0, "mem_bytes_per_us": 200e3, "flops_per_us": 10e6},
+         {"launch_us": 2.0, "mem_bytes_per_us": 100e3, "flops_per_us": 50e6},
+         {"launch_us": 1.0, "mem_bytes_per_us": 1000e3, "flops_per_us": 5e6}]
+
+
+def _random_kernels(rng: random.Random) -> list[dict]:
+    kernels = []
+    for _ in range(rng.randint(1, 12)):
+        if rng.random() < 0.3:
+            m, k, n = (rng.choice([16, 256, 1024, 2048]) for _ in range(3))
+            kernels.append(_kernel("mm.default", 4 * (m * k + k * n + m * n), 2 * m * k * n))
+        else:
+            numel = rng.choice([1_000, 100_000, 4_000_000])
+            kernels.append(_kernel(rng.choice(["add.Tensor", "relu.default", "mul.Tensor"]), 8 * numel, numel))
+    return kernels
+
+
+def _hidden_roofline_cases(rng: random.Random, count: int = 4) -> list[Case]:
+    """Random kernels on random chips whose largest part leads the next by at least 1.5×."""
+    cases = []
+    while len(cases) < count:
+        kernels, spec = _random_kernels(rng), rng.choice(CHIPS)
+        top, second = sorted(_parts(kernels, spec).values())[:-3:-1]
+        if top >= 1.5 * second:
+            cases.append(_roofline_case(f"hidden-{len(cases)}", kernels, spec))
+    return cases
 
 
 EXERCISES.append(Exercise(
-    id="00.export_dynamic", title="torch.export：动态 batch 维", function="export_with_dynamic_batch",
-    points=2,
+    id="00.roofline", title="屋顶线预测：时间与瓶颈 (roofline)", function="roofline",
+    points=3, partial_credit=True,
     public_cases=lambda: [
-        _export_case("MyModel", 0, models.MyModel, [(32, 100)], [1, 5, 32, 100], "种子 MyModel，示例 batch 32"),
-        _export_case("ImageClassifier", 1, models.ImageClassifier, [(8, 1, 28, 28)], [1, 3, 64],
-                     "先 flatten 再 MLP：view 的大小依赖 batch"),
-        _export_case("GatedPair", 2, models.GatedPair, [(4, 16), (4, 16)], [1, 2, 9],
-                     "两个输入，batch 必须是同一个符号"),
+        _roofline_case("MyModel", MYMODEL_KERNELS, CHIPS[0], "种子 MyModel 的三个内核，默认芯片"),
+        _roofline_case("gemv", GEMV_KERNELS, CHIPS[1], "batch 1 的 2048×2048 Linear（矩阵乘向量），发射开销 20 µs 的芯片"),
+        _roofline_case("mixed", MIXED_KERNELS, CHIPS[0], "一个 2048³ 矩阵乘 + 两个大的逐点内核：先加总再取 max 会算错时间"),
+        _roofline_case("tiny-many", [_kernel("add.Tensor", 8000, 1000)] * 40, CHIPS[2], "40 个小的逐点内核"),
     ],
-    hidden_cases=lambda rng: [_random_export_case(rng, i) for i in range(2)]
-    + [_export_case("hidden-pair", rng.randrange(10**6), models.GatedPair, [(6, 16), (6, 16)], [1, 11])],
-    produce=export_artifact, analyze=run_exported,
-    compare=lambda e, g: artifact_error(g) or compare_outputs(e["outputs"], g["outputs"]),
-    hint="torch.export.export(model, example, dynamic_shapes=...)：为每个输入给一个 {0: batch} 字典，"
-         "所有输入共用同一个 batch = Dim(\"batch\")。",
+    hidden_cases=_hidden_roofline_cases,
+    produce=roofline_artifact, analyze=_with_clock, compare=_compare_roofline,
+    hint="第一步：对每个内核算 move = bytes / mem_bytes_per_us、work = flops / flops_per_us，时间是 launch_us + max(move, work)。"
+         "第二步：把 max 记到赢的那一边（move ≥ work 记内存，否则记计算），发射开销 = 内核数 × launch_us。"
+         "第三步：time_us 是三部分之和，bound 是最大的那一部分。",
 ))

@@ -63,7 +63,7 @@ def _compare_records(expected, got) -> Verdict:
 
 EXERCISES.append(Exercise(
     id="01.graph_recorder", title="自定义后端：记录每张图和它的算子", function="record_graphs",
-    points=3,
+    points=3, partial_credit=True,
     public_cases=lambda: [
         _recorder_case("running_stats", 0, models.running_stats, [((8,), 1, shift) for shift in (1, -1, 1, -1)],
                        "两处图中断；两个分支各走两次"),
@@ -80,6 +80,50 @@ EXERCISES.append(Exercise(
     produce=recorder_artifact, compare=_compare_records,
     hint="后端是一个函数 backend(gm, example_inputs)：把 gm 的算子计数存进一个外部的 list，然后 return gm.forward。"
          "计数：node.op == 'call_function' 用 node.target.__name__，'call_method' 用 node.target（字符串）。",
+))
+
+
+# --- 01.fused_kernels ----------------------------------------------------------------------------
+
+@functools.cache
+def generated_code(program: str) -> str:
+    """Trusted side: the Python wrapper Inductor generates for one of ``KERNEL_PROGRAMS``."""
+    from torch._inductor.utils import run_and_get_code  # Inductor loads slowly: only when needed
+
+    fn, shapes = models.KERNEL_PROGRAMS[program]
+    torch._dynamo.reset()
+    inputs = [torch.randn(*shape, generator=torch.Generator().manual_seed(0)) for shape in shapes]
+    _, sources = run_and_get_code(torch.compile(fn), *inputs)
+    torch._dynamo.reset()
+    return sources[0]
+
+
+def _kernels_case(name: str, program: str, description: str = "") -> Case:
+    return Case(name, lambda: {"code": generated_code(program)}, description)
+
+
+def kernels_artifact(function, built) -> dict:
+    launches = function(built["code"])
+    if not isinstance(launches, (list, tuple)) or not all(isinstance(k, str) for k in launches):
+        return {"error": f"kernel_launches 应返回由字符串组成的 list，实际返回了 {short(launches)}。"}
+    return {"launches": list(launches)}
+
+
+EXERCISES.append(Exercise(
+    id="01.fused_kernels", title="读生成的代码：找出融合内核与库调用", function="kernel_launches",
+    points=2, partial_credit=True,
+    public_cases=lambda: [
+        _kernels_case("scaled_seed_chain", "scaled_seed_chain", "一条逐点链（乘以第二个输入）"),
+        _kernels_case("linear_gelu", "linear_gelu", "逐点 → 矩阵乘 → 逐点"),
+        _kernels_case("matmul_chain", "matmul_chain", "两次矩阵乘"),
+    ],
+    hidden_cases=lambda rng: [_kernels_case(f"hidden-{i}", program)
+                              for i, program in enumerate(rng.sample(sorted(models.KERNEL_PROGRAMS), 2))],
+    produce=kernels_artifact,
+    compare=lambda e, g: artifact_error(g) or compare_equal(
+        e["launches"], g["launches"], "call() 依次启动的内核与参考不同（融合内核用它的名字，库调用写成 extern_kernels.xxx）。"),
+    hint="只看 def call(self, args): 的函数体：其中形如 cpp_fused_…(…) 和 extern_kernels.…(…) 的行就是一次次内核启动，"
+         "按出现的顺序收集；文件前面 cpp_fused_… = async_compile… 是内核的定义，不是启动。",
 ))
 
 
@@ -148,7 +192,7 @@ def _random_compilations_case(rng: random.Random, index: int) -> Case:
 
 EXERCISES.append(Exercise(
     id="01.count_compilations", title="预测编译次数：dynamic=None / False / True", function="count_compilations",
-    points=2,
+    points=2, partial_credit=True,
     public_cases=lambda: [
         _compilations_case(f"seed-dynamic={d}", [16, 32, 64, 128], d, "种子文档的 batch 序列")
         for d in (None, False, True)
@@ -231,7 +275,7 @@ def _branch_case(name: str, seed: int, size: int, pairs, description: str = "", 
 
 EXERCISES.append(Exercise(
     id="01.remove_graph_breaks", title="消除图中断 (graph breaks)", function="running_stats_fixed",
-    points=2,
+    points=2, partial_credit=True,
     public_cases=lambda: [
         _branch_case("both-branches", 0, 8, [(1, 1), (1, -1), (1, 2), (1, -2)], "total > 0 和 total ≤ 0 两个分支"),
         _branch_case("other-first", 1, 32, [(1, -1), (1, 1)], "捕获时走的是另一个分支"),
@@ -250,37 +294,39 @@ EXERCISES.append(Exercise(
 # --- 01.compile_friendly ------------------------------------------------------------------------
 
 SPEED_NUMEL = 2**21          # ~2M floats: memory-bound, where fusion pays on any CPU
-# Measured 0.1–0.4 for the reference on a busy 2-core CPU; graphs with breaks never get here.
-SPEED = SpeedGoal(0.6, "编译后的图不够快（与 eager 的 adaptive_clip 相比）。检查是否有多余的计算或无法融合的写法",
+# Ratio of fastest samples under two CPU burners (benchmarks/timing_false_failures.py): the
+# reference's worst stays under half the threshold, the needless sort is ~20x slower than eager.
+SPEED = SpeedGoal(1.0, "编译后的图不比 eager 的 adaptive_clip 快。检查是否有多余的计算或无法融合的写法",
                   repeats=9, number=3)
 
 
 def speed_facts(artifact: dict, built: dict) -> dict:
-    """Trusted side: outputs of the rebuilt graph, and on timed cases the graph itself, which
-    :func:`_compare_speed` compiles and times (only the learner's: the reference's speed
-    is never compared)."""
+    """Outputs of the rebuilt graph; on timed cases also how fast Inductor's compilation of
+    it runs against the eager original. Measured where analysis runs (the grader's confined
+    analysis process; the learner's kernel in self-study), on a graph rebuilt from the
+    artifact, never on learner code."""
     facts = single_graph_facts(artifact, built)
     if "error" not in facts and built["timed"]:
-        facts["timed_graph"], _ = _single_graph(artifact)
+        graph, _ = _single_graph(artifact)
+        x = torch.randn(SPEED_NUMEL, generator=torch.Generator().manual_seed(0)) * 2
+        with torch.no_grad():
+            compiled = torch.compile(graph)
+            compiled(x)
+            facts["speed_ratio"] = SPEED.measure(compiled, models.adaptive_clip, (x,))
     return facts
 
 
 def _compare_speed(expected, got) -> Verdict:
-    """Equal outputs first; then, on timed cases, Inductor's compilation of the learner's
-    graph must beat the eager original on a large input."""
+    """Equal outputs first; then, on timed cases, the compiled graph must beat eager."""
     verdict = _compare_capture(expected, got)
-    if not verdict.ok or "timed_graph" not in got:
+    if not verdict.ok or "speed_ratio" not in got:
         return verdict
-    x = torch.randn(SPEED_NUMEL, generator=torch.Generator().manual_seed(0)) * 2
-    with torch.no_grad():
-        compiled = torch.compile(got["timed_graph"])
-        compiled(x)
-        return SPEED.judge(compiled, models.adaptive_clip, (x,))
+    return SPEED.judge_ratio(got["speed_ratio"])
 
 
 EXERCISES.append(Exercise(
     id="01.compile_friendly", title="改写成编译友好的代码，并真正变快", function="adaptive_clip_fast",
-    points=3,
+    points=3, partial_credit=True,
     public_cases=lambda: [
         _branch_case("both-branches(timed)", 0, 64, [(0.2, 0), (2.0, 0), (0.1, 0), (5.0, 0)],
                      "limit ≤ 1 与 limit > 1 两个分支；在 200 万个数上计时", timed=True),
@@ -296,45 +342,69 @@ EXERCISES.append(Exercise(
 ))
 
 
-# --- 01.fused_kernels ----------------------------------------------------------------------------
+# --- 01.bisect_backends ---------------------------------------------------------------------------
 
-@functools.cache
-def generated_code(program: str) -> str:
-    """Trusted side: the Python wrapper Inductor generates for one of ``KERNEL_PROGRAMS``."""
-    from torch._inductor.utils import run_and_get_code  # Inductor loads slowly: only when needed
+def _bisect_case(name: str, seed: int, steps: list[str], bug, inputs: list[tuple[float, float]],
+                 description: str = "") -> Case:
+    """``BisectProgram(steps)`` on ``rand(16) * scale + shift`` for each ``(scale, shift)``,
+    the pipeline with ``bug`` injected."""
+    def make():
+        return {"fn": models.BisectProgram(steps), "stages": models.pipeline(bug),
+                "inputs": [(torch.rand(16) * scale + shift,) for scale, shift in inputs]}
+    return Case(name, seeded_build(seed, make), description)
 
-    fn, shapes = models.KERNEL_PROGRAMS[program]
+
+def bisect_artifact(function, built) -> dict:
     torch._dynamo.reset()
-    inputs = [torch.randn(*shape, generator=torch.Generator().manual_seed(0)) for shape in shapes]
-    _, sources = run_and_get_code(torch.compile(fn), *inputs)
-    torch._dynamo.reset()
-    return sources[0]
+    try:
+        stage = function(built["fn"], [tuple(t.clone() for t in args) for args in built["inputs"]], list(built["stages"]))
+    finally:
+        torch._dynamo.reset()
+    names = [name for name, _ in built["stages"]]
+    if stage is not None and stage not in names:
+        return {"error": f"first_divergent_stage 应返回阶段名之一（{', '.join(names)}）或 None，实际返回了 {short(stage)}。"}
+    return {"stage": stage}
 
 
-def _kernels_case(name: str, program: str, description: str = "") -> Case:
-    return Case(name, lambda: {"code": generated_code(program)}, description)
+def _compare_bisect(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if got["stage"] == expected["stage"]:
+        return PASS
+    if expected["stage"] is None:
+        message = "所有阶段的输出都与 eager 在容差内一致（浮点运算换了顺序，结果只差最后几位，不算出错），应返回 None。"
+    elif got["stage"] is None:
+        message = f"阶段 {expected['stage']} 的输出与 eager 不同，但你没有发现：要检查每一个输入。"
+    else:
+        message = f"第一个与 eager 不一致的阶段是 {expected['stage']}：阶段是累加的，出错之后的阶段也会不一致，要返回第一个。"
+    return Verdict(False, message, short(expected["stage"]), short(got["stage"]))
 
 
-def kernels_artifact(function, built) -> dict:
-    launches = function(built["code"])
-    if not isinstance(launches, (list, tuple)) or not all(isinstance(k, str) for k in launches):
-        return {"error": f"kernel_launches 应返回由字符串组成的 list，实际返回了 {short(launches)}。"}
-    return {"launches": list(launches)}
+BISECT_BUGS = {"decompose": "gelu", "graph_pass": "scale", "codegen": "relu"}  # the step each bug needs
+
+
+def _random_bisect_case(rng: random.Random, index: int) -> Case:
+    bug = rng.choice([None, *BISECT_BUGS])
+    steps = rng.sample(sorted(models.BisectProgram.STEPS), rng.randint(2, 4))
+    if bug is not None and BISECT_BUGS[bug] not in steps:
+        steps.insert(rng.randrange(len(steps) + 1), BISECT_BUGS[bug])
+    inputs = [(1.0, 0.5), (4.0, -2.0)] if rng.random() < 0.5 else [(4.0, -2.0)]
+    return _bisect_case(f"hidden-{index}", rng.randrange(10**6), steps, bug, inputs)
 
 
 EXERCISES.append(Exercise(
-    id="01.fused_kernels", title="读生成的代码：找出融合内核与库调用", function="kernel_launches",
-    points=2,
+    id="01.bisect_backends", title="二分定位出错的编译阶段 (bisecting backends)", function="first_divergent_stage",
+    points=3, partial_credit=True,
     public_cases=lambda: [
-        _kernels_case("scaled_seed_chain", "scaled_seed_chain", "一条逐点链（乘以第二个输入）"),
-        _kernels_case("linear_gelu", "linear_gelu", "逐点 → 矩阵乘 → 逐点"),
-        _kernels_case("matmul_chain", "matmul_chain", "两次矩阵乘"),
+        _bisect_case("gelu", 0, ["scale", "gelu", "relu"], "decompose", [(4.0, -2.0)], "某个分解 (decomposition) 写错了"),
+        _bisect_case("relu-positive-first", 1, ["shift", "relu", "tanh"], "codegen", [(1.0, 0.5), (4.0, -2.0)],
+                     "第一个输入全为正：只有第二个输入暴露问题"),
+        _bisect_case("no-bug", 2, ["scale", "tanh"], None, [(4.0, -2.0)], "没有错误，但有一个改变舍入的常量折叠"),
+        _bisect_case("fold", 3, ["square", "scale", "relu"], "graph_pass", [(4.0, -2.0)], "图变换 (graph pass) 写错了"),
     ],
-    hidden_cases=lambda rng: [_kernels_case(f"hidden-{i}", program)
-                              for i, program in enumerate(rng.sample(sorted(models.KERNEL_PROGRAMS), 2))],
-    produce=kernels_artifact,
-    compare=lambda e, g: artifact_error(g) or compare_equal(
-        e["launches"], g["launches"], "call() 依次启动的内核与参考不同（融合内核用它的名字，库调用写成 extern_kernels.xxx）。"),
-    hint="只看 def call(self, args): 的函数体：其中形如 cpp_fused_…(…) 和 extern_kernels.…(…) 的行就是一次次内核启动，"
-         "按出现的顺序收集；文件前面 cpp_fused_… = async_compile… 是内核的定义，不是启动。",
+    hidden_cases=lambda rng: [_random_bisect_case(rng, i) for i in range(2)],
+    produce=bisect_artifact, compare=_compare_bisect,
+    hint="第一步：先用 eager 算出每个输入的参考输出。第二步：按顺序对每个 (name, backend)：torch._dynamo.reset()，"
+         "compiled = torch.compile(fn, backend=backend)，在每个输入上与参考比较，用 torch.allclose(..., rtol=1e-4, atol=1e-5)"
+         "（不要用 torch.equal）。第三步：第一个不一致的阶段就返回它的名字；都一致返回 None。",
 ))

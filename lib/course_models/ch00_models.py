@@ -7,7 +7,9 @@ grader times or profiles, and the two diagrams of the chapter as graph data.
   reports first-call time, interleaved median latency and graph count.
 - ``ColdStartWorkload`` / ``PausingWorkload`` / ``AsyncDevice`` have a *known* cost
   (``time.sleep``), so a learner's benchmark function can be graded against the truth.
-- ``toychip_profile`` runs a named workload on the toy chip and returns its profile.
+- ``chip_workload`` / ``chip_profile`` / ``toychip_profile`` run small workloads on the toy
+  chip's simulated clock (the truth the roofline exercises are checked against);
+- ``training_step_comparison`` times a full training step eager against compiled.
 - ``stack_view`` / ``decision_tree_view`` are plain graph data for ``graphviews.show``.
 """
 from __future__ import annotations
@@ -177,6 +179,25 @@ def format_rows(rows: list[TechnologyRow]) -> str:
     return "\n".join(lines)
 
 
+def training_steps(make_model: Callable[[], nn.Module], x: torch.Tensor, labels: torch.Tensor) -> dict[str, Callable]:
+    """One full training step (forward, cross-entropy, backward, SGD update) of two identical
+    models, one eager and one compiled, as zero-argument callables for :func:`compare`."""
+    eager = make_model()
+    compiled = make_model()
+    compiled.load_state_dict(eager.state_dict())
+    compiled.compile()
+
+    def step_of(model: nn.Module) -> Callable[[], None]:
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(x), labels).backward()
+            optimizer.step()
+        return step
+    return {"eager": step_of(eager), "torch.compile": step_of(compiled)}
+
+
 # ------------------------------------------------- workloads with a known true cost
 
 def _sleep(seconds: float) -> None:
@@ -242,47 +263,89 @@ class AsyncDevice(ColdStartWorkload):
 
 # ------------------------------------------------------------ toy chip workloads
 
+class PointwiseSteps(nn.Module):
+    """``steps`` rounds of ``(x * 2 + 1).relu() - 0.5``: four small kernels per round."""
+
+    def __init__(self, steps: int):
+        super().__init__()
+        self.steps = steps
+
+    def forward(self, x):
+        for _ in range(self.steps):
+            x = (x * 2 + 1).relu() - 0.5
+        return x
+
+
+class MatmulRelu(nn.Module):
+    """``relu(a @ b)``: one matmul, one pointwise kernel."""
+
+    def forward(self, a, b):
+        return torch.relu(a @ b)
+
+
+class BatchedAttentionScores(nn.Module):
+    """``softmax(q @ k^T * scale) @ v`` over a batch: views, batched matmuls and a reduction."""
+
+    def forward(self, q, k, v):
+        scores = torch.bmm(q, k.transpose(1, 2)) * (q.shape[-1] ** -0.5)
+        return torch.bmm(torch.softmax(scores, dim=-1), v)
+
+
 def _mlp(batch: int, widths: tuple[int, ...]):
-    model = RandomMLP(list(widths)).eval()
-    return model, (torch.randn(batch, widths[0]),)
+    return RandomMLP(list(widths)).eval(), (torch.randn(batch, widths[0]),)
 
 
 def _pointwise(n: int, steps: int):
-    def chain(x):
-        for _ in range(steps):
-            x = (x * 2 + 1).relu() - 0.5
-        return x
-    return chain, (torch.randn(n),)
+    return PointwiseSteps(steps), (torch.randn(n),)
 
 
 def _matmul(m: int, k: int, n: int):
-    return (lambda a, b: torch.relu(a @ b)), (torch.randn(m, k), torch.randn(k, n))
+    return MatmulRelu(), (torch.randn(m, k), torch.randn(k, n))
 
 
-CHIP_WORKLOADS: dict[str, Callable] = {"mlp": _mlp, "pointwise": _pointwise, "matmul": _matmul}
+def _attention(batch: int, seq: int, dim: int):
+    return BatchedAttentionScores(), tuple(torch.randn(batch, seq, dim) for _ in range(3))
+
+
+CHIP_WORKLOADS: dict[str, Callable] = {"mlp": _mlp, "pointwise": _pointwise, "matmul": _matmul,
+                                       "attention": _attention}
+
+
+def chip_workload(kind: str, params: tuple) -> tuple[nn.Module, tuple]:
+    """A fresh workload of :data:`CHIP_WORKLOADS` on the CPU: the module and its inputs."""
+    return CHIP_WORKLOADS[kind](*params)
+
+
+def chip_profile(fn: nn.Module, inputs: tuple, **spec_fields) -> dict:
+    """Run ``fn`` on the toy chip (a copy of it; the inputs are copied there before the clock
+    starts) and return the profile summary with the per-kernel totals under ``"kernels"``."""
+    import copy
+
+    import toychip  # registers the device; only the chip workloads need it
+
+    spec = toychip.ChipSpec(**spec_fields)
+    on_chip = copy.deepcopy(fn).to("toychip")
+    chip_inputs = tuple(t.to("toychip") for t in inputs)
+    with torch.no_grad(), toychip.profile(spec) as p:
+        on_chip(*chip_inputs)
+    summary = p.summary()
+    assert summary["copies"] == 0, "chip workloads must run entirely on the chip"
+    kernels = {name: {"calls": s.calls, "bytes": s.bytes, "flops": s.flops} for name, s in p.kernels.items()}
+    return {**summary, "kernels": kernels, "launch_us": spec.launch_us,
+            "mem_bytes_per_us": spec.mem_bytes_per_us, "flops_per_us": spec.flops_per_us}
 
 
 @functools.lru_cache(maxsize=64)
-def _profile_cached(kind: str, params: tuple, spec_fields: tuple) -> tuple:
-    import toychip  # registers the device; only the chip workloads need it
-
-    spec = toychip.ChipSpec(**dict(spec_fields))
-    fn, inputs = CHIP_WORKLOADS[kind](*params)
-    if isinstance(fn, nn.Module):
-        fn = fn.to("toychip")
-    inputs = tuple(t.to("toychip") for t in inputs)
-    with torch.no_grad(), toychip.profile(spec) as p:
-        fn(*inputs)
-    summary = p.summary()
-    assert summary["copies"] == 0, "chip workloads must run entirely on the chip"
-    return tuple(summary.items()) + (("launch_us", spec.launch_us), ("mem_bytes_per_us", spec.mem_bytes_per_us),
-                                     ("flops_per_us", spec.flops_per_us))
+def _profile_cached(kind: str, params: tuple, spec_fields: tuple) -> dict:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return chip_profile(*chip_workload(kind, params), **dict(spec_fields))
 
 
 def toychip_profile(kind: str, params: tuple, **spec_fields) -> dict:
     """Run workload ``kind`` (see :data:`CHIP_WORKLOADS`) on the toy chip with the given
     ChipSpec fields; the profile summary and the chip's data sheet as one plain dict."""
-    data = dict(_profile_cached(kind, tuple(params), tuple(sorted(spec_fields.items()))))
+    data = _profile_cached(kind, tuple(params), tuple(sorted(spec_fields.items())))
     return {key: data[key] for key in ("time_us", "launches", "bytes", "flops",
                                        "launch_us", "mem_bytes_per_us", "flops_per_us")}
 
@@ -303,7 +366,7 @@ STACK_NODES = [
     ("user", "你的 PyTorch 代码", "api", ["nn.Module / 函数"]),
     ("eager", "Eager 即时执行", "runtime", ["一个算子接一个算子（第 01 章）"]),
     ("compile", "torch.compile", "api", ["一行加速（第 01 章）"]),
-    ("export", "torch.export", "api", ["整图导出 → ExportedProgram"]),
+    ("export", "torch.export", "api", ["整图导出 → ExportedProgram", "默认 strict=False：Python 追踪 + 假张量"]),
     ("fx", "torch.fx", "ir", ["图 IR + 图变换工具（第 03 章）"]),
     ("dynamo", "TorchDynamo", "capture", ["PEP 523 字节码捕获 + guards（第 05 章）"]),
     ("aot", "AOTAutograd", "capture", ["ATen 级前向/反向图（第 06 章）"]),
@@ -315,12 +378,12 @@ STACK_NODES = [
     ("lazy", "Lazy Tensor / torch_xla", "capture", ["延迟执行，TPU（第 04 章）"]),
     ("dispatcher", "Dispatcher 调度器", "runtime", ["按 DispatchKey 选实现（第 07 章）"]),
     ("kernels", "设备内核", "runtime", ["CPU / CUDA / PrivateUse1（新芯片）"]),
-    ("torchscript", "TorchScript", "legacy", ["自 2.5 起弃用（第 02 章）"]),
+    ("torchscript", "TorchScript", "legacy", ["已弃用，运行时警告（第 02 章）"]),
 ]
 STACK_EDGES = [
     ("user", "eager", ""), ("user", "compile", ""), ("user", "export", ""), ("user", "lazy", ""),
     ("user", "torchscript", "旧路径"), ("user", "fx", "symbolic_trace"),
-    ("compile", "dynamo", ""), ("export", "dynamo", ""),
+    ("compile", "dynamo", ""), ("export", "dynamo", "strict=True"), ("export", "aot", "strict=False（默认）"),
     ("dynamo", "aot", "FX 图（torch 级）"), ("aot", "inductor", "FX 图（ATen 级）"), ("aot", "custom", ""),
     ("export", "aoti", "ExportedProgram"), ("export", "executorch", ""), ("export", "onnx", ""),
     ("inductor", "kernels", "生成的内核"), ("custom", "kernels", ""),
@@ -351,8 +414,8 @@ DECISION_NODES = [
     ("hw", "硬件是什么？", "question"),
     ("goal", "目的是什么？", "question"),
     ("where", "模型在哪里运行？", "question"),
-    ("tiny", "eager 单次调用 < 100 µs？", "question"),
-    ("long", "总运行时间 ≥ 1 分钟？", "question"),
+    ("tiny", "eager 单次调用 ≲ 编译后每次多付的开销？", "question"),
+    ("long", "总运行时间 ≫ 首次编译时间？", "question"),
     ("xla", "torch_xla", "answer"),
     ("p1", "PrivateUse1+custom backend", "answer"),
     ("dbg", "eager", "answer"),

@@ -3,27 +3,8 @@ import statistics
 import time
 
 import torch
-
-
-def choose_seed_advice(scenario):
-    """Seed 000's guide: TorchScript for every deployment, torch.compile for every speed-up."""
-    if scenario["hardware"] == "tpu":
-        return "torch_xla"
-    if scenario["hardware"] == "new_chip":
-        return "PrivateUse1+custom backend"
-    return {"debug": "eager", "rewrite_graph": "torch.fx", "deploy": "TorchScript"}.get(scenario["goal"], "torch.compile")
-
-
-def choose_always_compile(scenario):
-    """Modern deployment paths, but compiles every speed-up, however tiny or short the job."""
-    if scenario["hardware"] == "tpu":
-        return "torch_xla"
-    if scenario["hardware"] == "new_chip":
-        return "PrivateUse1+custom backend"
-    if scenario["goal"] == "deploy":
-        return {"cpp_server": "torch.export+AOTInductor", "mobile": "ExecuTorch",
-                "onnx_runtime": "ONNX"}[scenario["deploy_to"]]
-    return {"debug": "eager", "rewrite_graph": "torch.fx"}.get(scenario["goal"], "torch.compile")
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.passes.shape_prop import ShapeProp
 
 
 def benchmark_without_warmup(fn, args, warmup, repeats, synchronize):
@@ -63,19 +44,6 @@ def benchmark_without_sync(fn, args, warmup, repeats, synchronize):
     return {"median": statistics.median(samples), "samples": samples}
 
 
-def bottleneck_by_time(profile):
-    """Judges by the total time alone: short means overhead, long means compute."""
-    if profile["time_us"] < 100:
-        return "overhead"
-    return "memory" if profile["time_us"] < 1000 else "compute"
-
-
-def bottleneck_roofline_only(profile):
-    """The classic roofline test (arithmetic intensity vs ridge point) forgets launch overhead."""
-    ridge = profile["flops_per_us"] / profile["mem_bytes_per_us"]
-    return "compute" if profile["flops"] / profile["bytes"] >= ridge else "memory"
-
-
 def export_static(model, example):
     """Exports with the example's shapes baked in: other batch sizes fail the guard."""
     return torch.export.export(model, example)
@@ -92,15 +60,72 @@ def export_with_trace(model, example):
     return torch.jit.trace(model, example)
 
 
+def _aten_nodes(fn, inputs, *, views: bool):
+    gm = make_fx(fn)(*inputs)
+    ShapeProp(gm).propagate(*inputs)
+    return [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+            and (views or not n.target.is_view)]
+
+
+def _bytes(node) -> int:
+    metas = [n.meta["tensor_meta"] for n in node.all_input_nodes if "tensor_meta" in n.meta] + [node.meta["tensor_meta"]]
+    return sum(m.shape.numel() * m.dtype.itemsize for m in metas)
+
+
+def kernel_costs_with_views(fn, inputs):
+    """Counts every ATen node, views (t, transpose) included: views launch no kernel."""
+    return [{"op": n.target.__name__, "bytes": _bytes(n), "flops": n.meta["tensor_meta"].shape.numel()}
+            for n in _aten_nodes(fn, inputs, views=True)]
+
+
+def kernel_costs_output_numel_flops(fn, inputs):
+    """Right kernels and bytes, but a matmul's flops taken as its output's numel."""
+    return [{"op": n.target.__name__, "bytes": _bytes(n),
+             "flops": max(m.meta["tensor_meta"].shape.numel() for m in [*n.all_input_nodes, n] if "tensor_meta" in m.meta)}
+            for n in _aten_nodes(fn, inputs, views=False)]
+
+
+def kernel_costs_output_bytes_only(fn, inputs):
+    """Counts only the bytes a kernel writes, not what it reads."""
+    kernels = []
+    for n in _aten_nodes(fn, inputs, views=False):
+        out = n.meta["tensor_meta"]
+        matmul = n.target._opname in ("mm", "addmm", "bmm")
+        k = n.all_input_nodes[-2].meta["tensor_meta"].shape[-1] if matmul else 0
+        flops = 2 * out.shape.numel() * k if matmul else max(
+            m.meta["tensor_meta"].shape.numel() for m in [*n.all_input_nodes, n] if "tensor_meta" in m.meta)
+        kernels.append({"op": n.target.__name__, "bytes": out.shape.numel() * out.dtype.itemsize, "flops": flops})
+    return kernels
+
+
+def roofline_of_totals(kernels, spec):
+    """Adds all bytes and all flops first, then takes one max: wrong when kernels disagree."""
+    move = sum(k["bytes"] for k in kernels) / spec["mem_bytes_per_us"]
+    work = sum(k["flops"] for k in kernels) / spec["flops_per_us"]
+    overhead = len(kernels) * spec["launch_us"]
+    parts = {"overhead": overhead, "memory": move if move >= work else 0.0, "compute": work if work > move else 0.0}
+    return {"time_us": overhead + max(move, work), "bound": max(parts, key=parts.get)}
+
+
+def roofline_without_launches(kernels, spec):
+    """The classic roofline: per-kernel max of memory and compute, no launch overhead."""
+    parts = {"overhead": 0.0, "memory": 0.0, "compute": 0.0}
+    for k in kernels:
+        move, work = k["bytes"] / spec["mem_bytes_per_us"], k["flops"] / spec["flops_per_us"]
+        parts["memory" if move >= work else "compute"] += max(move, work)
+    return {"time_us": sum(parts.values()), "bound": max(parts, key=parts.get)}
+
+
 WRONG_ANSWERS = [
-    ("00.choose_technology", choose_seed_advice),
-    ("00.choose_technology", choose_always_compile),
-    ("00.benchmark", benchmark_without_warmup),
-    ("00.benchmark", benchmark_mean),
-    ("00.benchmark", benchmark_without_sync),
-    ("00.bottleneck", bottleneck_by_time),
-    ("00.bottleneck", bottleneck_roofline_only),
     ("00.export_dynamic", export_static),
     ("00.export_dynamic", export_separate_dims),
     ("00.export_dynamic", export_with_trace),
+    ("00.benchmark", benchmark_without_warmup),
+    ("00.benchmark", benchmark_mean),
+    ("00.benchmark", benchmark_without_sync),
+    ("00.kernel_costs", kernel_costs_with_views),
+    ("00.kernel_costs", kernel_costs_output_numel_flops),
+    ("00.kernel_costs", kernel_costs_output_bytes_only),
+    ("00.roofline", roofline_of_totals),
+    ("00.roofline", roofline_without_launches),
 ]

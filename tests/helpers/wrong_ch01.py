@@ -89,6 +89,39 @@ def kernel_launches_everywhere(code):
     return re.findall(r"cpp_fused_\w+|extern_kernels\.\w+", code)
 
 
+def _stage_outputs(fn, inputs, backend):
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend)
+    return [compiled(*args) for args in inputs]
+
+
+def bisect_last_divergent(fn, inputs, stages):
+    """Keeps looking after the first divergence: returns the last stage, not the first."""
+    expected, found = [fn(*args) for args in inputs], None
+    for name, backend in stages:
+        if any(not torch.allclose(g, w, rtol=1e-4, atol=1e-5) for g, w in zip(_stage_outputs(fn, inputs, backend), expected)):
+            found = name
+    return found
+
+
+def bisect_exact_equality(fn, inputs, stages):
+    """Demands bit-identical outputs: a correct pass that reorders float math looks like a bug."""
+    expected = [fn(*args) for args in inputs]
+    for name, backend in stages:
+        if any(not torch.equal(g, w) for g, w in zip(_stage_outputs(fn, inputs, backend), expected)):
+            return name
+    return None
+
+
+def bisect_first_input_only(fn, inputs, stages):
+    """Checks only the first input: a bug that shows on negative values goes unseen."""
+    want = fn(*inputs[0])
+    for name, backend in stages:
+        if not torch.allclose(_stage_outputs(fn, inputs[:1], backend)[0], want, rtol=1e-4, atol=1e-5):
+            return name
+    return None
+
+
 WRONG_ANSWERS = [
     ("01.graph_recorder", record_graphs_first_call_only),
     ("01.graph_recorder", record_graphs_every_node),
@@ -102,4 +135,7 @@ WRONG_ANSWERS = [
     ("01.compile_friendly", adaptive_clip_sorted),
     ("01.fused_kernels", kernel_launches_definitions),
     ("01.fused_kernels", kernel_launches_everywhere),
+    ("01.bisect_backends", bisect_last_divergent),
+    ("01.bisect_backends", bisect_exact_equality),
+    ("01.bisect_backends", bisect_first_input_only),
 ]

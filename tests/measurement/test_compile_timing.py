@@ -1,8 +1,11 @@
 """First call against steady state: overhead, speedup and break-even calls."""
 import math
+import os
 import time
+from pathlib import Path
 
-from benchmarking.compile_timing import CompileTiming, compile_timing, time_first_call
+import benchmarking.compile_timing as compile_timing_module
+from benchmarking.compile_timing import CompileTiming, compile_timing, first_call_in_fresh_process, time_first_call
 
 
 class SlowFirstCall:
@@ -40,3 +43,28 @@ def test_break_even_arithmetic():
 def test_time_first_call_measures_one_call():
     fn = SlowFirstCall(0.02, 0.0)
     assert time_first_call(fn, 3) >= 0.02 and fn.calls == 1
+
+
+def test_fresh_process_times_only_the_first_call(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    seconds = first_call_in_fresh_process("first_call_factories", "sleeper", str(tmp_path), seconds=0.05)
+    assert 0.05 <= seconds < 5
+    report = tmp_path / "cache.txt"
+    first_call_in_fresh_process("first_call_factories", "cache_reporter", str(tmp_path / "cache"), out=str(report))
+    assert report.read_text() == str(tmp_path / "cache")
+
+
+def test_cold_then_warm_share_one_cache_directory_that_starts_empty(monkeypatch):
+    seen = []
+
+    def fake(module, factory, cache_dir, **kwargs):
+        seen.append((cache_dir, sorted(os.listdir(cache_dir))))
+        Path(cache_dir, "compiled").write_text("")
+        return 2.0 if len(seen) == 1 else 0.5
+
+    monkeypatch.setattr(compile_timing_module, "first_call_in_fresh_process", fake)
+    timing = compile_timing_module.cold_and_warm_first_call("m", "f")
+    assert (timing.cold_s, timing.warm_s) == (2.0, 0.5)
+    assert seen[0][0] == seen[1][0] and seen[0][1] == [] and seen[1][1] == ["compiled"]
+    assert "冷缓存" in timing.table() and "CPU" in timing.table()
