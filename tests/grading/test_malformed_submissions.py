@@ -10,6 +10,7 @@ from notebook_builders import write_answers_only
 
 FAST = Limits(cell_timeout_s=30, task_timeout_s=20, protected_paths=(str(SOLUTIONS_DIR),))
 CHAPTER_03 = list(chapters.chapter("03"))
+FULL_MARKS = sum(exercise.points for exercise in CHAPTER_03)
 
 
 def strip_nbgrader_metadata(notebook):
@@ -21,7 +22,7 @@ def test_missing_nbgrader_metadata_still_grades_the_assignment(tmp_path):
     path = write_answers_only(tmp_path / "03_fx.ipynb", edit=strip_nbgrader_metadata)
     by_batch = grade_file(path, seed=1, limits=FAST, exercises=CHAPTER_03)  # as autograde does
     by_name = grade_file(path, seed=1, limits=FAST)  # chapter taken from the file name
-    assert by_batch.points == by_name.points == 12
+    assert by_batch.points == by_name.points == FULL_MARKS
 
 
 def add_huge_outputs(notebook):
@@ -33,4 +34,4 @@ def add_huge_outputs(notebook):
 def test_huge_outputs_are_ignored(tmp_path):
     path = write_answers_only(tmp_path / "huge.ipynb", edit=add_huge_outputs)
     assert path.stat().st_size > 30_000_000
-    assert grade_file(path, seed=1, limits=FAST).points == 12
+    assert grade_file(path, seed=1, limits=FAST).points == FULL_MARKS

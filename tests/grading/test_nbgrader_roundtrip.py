@@ -6,6 +6,7 @@ import subprocess
 import sys
 from xml.etree import ElementTree
 
+from grader import chapters
 from notebook_builders import write_answers_only, write_filled, wrong_answer_source
 from wrong_ch03 import fold_conv_bn_ignoring_users
 
@@ -15,6 +16,12 @@ CRASHES = "import os\ndef relu_to_gelu(gm):\n    return gm\nos._exit(3)\n"
 
 def grader(*arguments):
     return subprocess.run([sys.executable, "-m", "grader", *arguments], capture_output=True, text=True, check=False)
+
+
+POINTS = {exercise.id: exercise.points for exercise in chapters.chapter("03")}
+FULL = sum(POINTS.values())
+EXPECTED_GRADES = {"alice": FULL, "bob": FULL - POINTS["03.fold_conv_bn"], "carol": FULL - POINTS["03.op_census"],
+                   "dave": FULL - POINTS["03.relu_to_gelu"], "erin": 0.0}
 
 
 def read_grades(course):
@@ -47,7 +54,7 @@ def test_release_and_batch_autograde(tmp_path):
     arguments = ["autograde", str(course), "--jobs", "2", "--case-timeout", "5", "--cell-timeout", "60"]
     done = grader(*arguments)
     assert done.returncode == 0, done.stderr
-    assert read_grades(course) == {"alice": 12.0, "bob": 9.0, "carol": 10.0, "dave": 10.0, "erin": 0.0}
+    assert read_grades(course) == EXPECTED_GRADES
     assert "erin" in done.stdout and "invalid" in done.stdout
 
     carol = json.loads((course / "harness" / "ch03" / "carol" / "03_fx.json").read_text())
@@ -57,9 +64,9 @@ def test_release_and_batch_autograde(tmp_path):
     suites = ElementTree.parse(course / "reports" / "junit.xml").getroot()
     assert {s.get("name") for s in suites} == {f"ch03/{n}" for n in ("alice", "bob", "carol", "dave", "erin")}
     gradescope = json.loads((course / "reports" / "gradescope" / "ch03" / "alice.json").read_text())
-    assert gradescope["score"] == 12 and len(gradescope["tests"]) == 5
+    assert gradescope["score"] == FULL and len(gradescope["tests"]) == len(POINTS)
 
     again = grader(*arguments)
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("reused") == 5
-    assert read_grades(course) == {"alice": 12.0, "bob": 9.0, "carol": 10.0, "dave": 10.0, "erin": 0.0}
+    assert read_grades(course) == EXPECTED_GRADES
