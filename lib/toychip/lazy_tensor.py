@@ -269,6 +269,28 @@ def _record_inplace(op, args, kwargs):
     return self
 
 
+def _written(entry, args) -> list:
+    """(output index, tensor) for each argument the op writes (``OpEntry.writes``)."""
+    return [(output, args[i]) for output, i in entry.writes
+            if i < len(args) and isinstance(args[i], torch.Tensor)]
+
+
+def _record_functionalized(func, entry, args, kwargs):
+    """``native_batch_norm`` updating running stats: record ``entry.functional`` and
+    re-point each written argument's storage at the functional op's output for it."""
+    written = _written(entry, args)
+    if not written:  # nothing to write (no running statistics): the op is functional
+        return _record(func, args, kwargs)
+    outputs = _record(entry.functional, args, kwargs)
+    for output, target in written:
+        storage = target.untyped_storage()
+        if hasattr(storage, "_buf"):
+            del storage._buf
+        storage._lazy = outputs[output].untyped_storage()._lazy
+        _pending.append(weakref.ref(storage))
+    return outputs[:len(func._schema.returns)]
+
+
 def _is_chip_tensor(value) -> bool:
     return isinstance(value, torch.Tensor) and value.device.type == "toychip"
 
@@ -314,7 +336,10 @@ class LazyMode(TorchDispatchMode):
         declined = False
         if entry is not None and _all_chip(args):
             declined = _declines(entry, args, kwargs)
-            if not declined and not entry.inplace:
+            if not declined and entry.writes:
+                if all(_owns_storage(t) for _, t in _written(entry, args)):
+                    return _record_functionalized(func, entry, args, kwargs)
+            elif not declined and not entry.inplace:
                 return _record(func, args, kwargs)
             if not declined and _owns_storage(args[0]):
                 return _record_inplace(func, args, kwargs)
