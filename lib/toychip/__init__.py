@@ -6,6 +6,7 @@
     spec      ChipSpec: the data sheet the simulated clock charges with
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
     memory    device memory = NumPy buffers on the tensor's storage, aliasing views
+    allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
     device    the "toychip" device name, device module (torch.toychip), RNG
     clock     deterministic simulated time: toychip.profile()
     kernels   the kernel library (the vendor SDK), NumPy

@@ -14,7 +14,9 @@ which is what chapter exercises are graded on::
 Charging only happens while a profile is open, so the eager hot path pays one list test.
 Device memory is counted by :mod:`toychip.memory` while a profile is open: bytes of the
 buffers allocated inside the block (``allocated_bytes``), still held (``live_bytes``) and
-held at most at one time (``peak_bytes``).
+held at most at one time (``peak_bytes``) -- tensor bytes; the caching allocator's
+reservations from the device are beside them (``mallocs``, ``reserved_bytes``; with
+``ChipSpec.malloc_us`` > 0, each miss is charged as a ``malloc`` row in the table).
 
 Used in chapters 04, 06 and 08 (why fusion and fewer fallbacks make a chip faster; what
 saving activations for the backward costs in memory).
@@ -58,6 +60,10 @@ class Profile:
     allocated_bytes: int = 0
     live_bytes: int = 0
     peak_bytes: int = 0
+    # the caching allocator (toychip.allocator): blocks newly reserved from the device in
+    # the block (cache misses, each charged ChipSpec.malloc_us) and their bytes
+    mallocs: int = 0
+    reserved_bytes: int = 0
 
     def _add(self, name: str, time_us: float, nbytes: int, flops: int) -> None:
         self.time_us += time_us
@@ -112,6 +118,18 @@ def charge_copy(direction: str, nbytes: int) -> None:
         p.copies += 1
         p.copy_bytes += nbytes
         p._add(f"copy:{direction}", t, nbytes, 0)
+
+
+def charge_malloc(nbytes: int) -> None:
+    """Charge one device allocation (a caching-allocator miss of ``nbytes``)."""
+    if not _active:
+        return
+    t = device.get_spec().malloc_us
+    for p in _active:
+        p.mallocs += 1
+        p.reserved_bytes += nbytes
+        if t:
+            p._add("malloc", t, 0, 0)
 
 
 @contextlib.contextmanager

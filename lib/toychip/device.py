@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
+from .allocator import ALLOCATOR
 from .spec import DEFAULT_SPEC, ChipSpec
 
 NAME = "toychip"
@@ -105,6 +106,65 @@ def set_rng_state(new_state: torch.Tensor, device=None) -> None:
         offset += size
     _rng.bit_generator.state = {"bit_generator": "PCG64", "state": fields, "has_uint32": data[offset],
                                 "uinteger": int.from_bytes(data[offset + 1:offset + 5], "little")}
+
+
+# --------------------------------------------------------------------------- memory
+# torch.cuda's memory functions, answered by the caching allocator (toychip.allocator).
+def memory_allocated(device=None) -> int:
+    """Bytes of device memory in blocks that tensors hold now (size classes, so >= tensor bytes)."""
+    check_index(device)
+    return ALLOCATOR.allocated()
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most :func:`memory_allocated` has been since start or :func:`reset_peak_memory_stats`."""
+    check_index(device)
+    return ALLOCATOR.stat("allocated_bytes").peak
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the allocator holds from the device: blocks in use plus cached free blocks."""
+    check_index(device)
+    return ALLOCATOR.reserved()
+
+
+def max_memory_reserved(device=None) -> int:
+    check_index(device)
+    return ALLOCATOR.stat("reserved_bytes").peak
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Peaks restart from the current values."""
+    check_index(device)
+    ALLOCATOR.reset_peak()
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """The ``*.allocated`` / ``*.freed`` totals and device-allocation counts restart from 0."""
+    check_index(device)
+    ALLOCATOR.reset_accumulated()
+
+
+def memory_stats(device=None) -> dict:
+    """``torch.cuda.memory_stats()``'s keys that apply here (``"allocated_bytes.all.current"`` ...)."""
+    check_index(device)
+    return ALLOCATOR.memory_stats()
+
+
+def memory_snapshot() -> list[dict]:
+    """Every reserved block: ``size`` (its class), ``requested`` bytes, ``state`` active/cached."""
+    return ALLOCATOR.snapshot()
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """Allocated, requested and reserved bytes, and the fragmentation between them."""
+    check_index(device)
+    return ALLOCATOR.summary()
+
+
+def empty_cache() -> None:
+    """Give the allocator's cached blocks back to the device (tensors keep theirs)."""
+    ALLOCATOR.empty_cache()
 
 
 def check_index(device) -> None:

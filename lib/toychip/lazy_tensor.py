@@ -565,7 +565,9 @@ def sync(reason: str = "explicit", op=None) -> None:
     program = _program_for(order, outputs, graph, signature, nodes)
     results = program.fn(*inputs)
     for storage, result in zip(roots, results):
-        storage._buf = np.asarray(result, order="C").reshape(-1)
+        buffer = np.asarray(result, order="C")
+        memory.book(buffer)
+        storage._buf = buffer.reshape(-1)
         del storage._lazy
     executed = sum(n.target != "data" for n in order)
     _metrics.graphs_executed += 1

@@ -20,6 +20,9 @@ buffer is freed, giving the profile's ``allocated_bytes``, ``live_bytes`` and
 ``peak_bytes``. Buffers that existed before the block (parameters, inputs) are not
 counted; neither are the scratch arrays *inside* one compiled program -- what a program
 returns is -- nor, for now, the buffers lazy mode materialises.
+
+Every fresh buffer, inside a profile or not, is also booked by the caching allocator
+(:mod:`toychip.allocator`: blocks, size classes, ``memory_allocated``/``memory_reserved``).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import weakref
 import numpy as np
 import torch
 
+from .allocator import ALLOCATOR
 from .dtypes import BUFFER_DTYPE, COMPUTE_DTYPE, TORCH_DTYPE
 
 # The dtypes kernels compute in directly (see toychip.dtypes for float16/bfloat16).
@@ -71,6 +75,22 @@ def count_buffer(array: np.ndarray) -> None:
     weakref.finalize(array, _release, id(array), nbytes, counters).atexit = False
 
 
+def track(array: np.ndarray, counted: bool = True) -> None:
+    """A fresh buffer becomes device memory: the caching allocator books a block for it
+    (always, like ``torch.cuda.memory_allocated``), and open profiles count it."""
+    if array.base is not None or not counted:
+        return
+    ALLOCATOR.track(array)
+    if _counters:
+        count_buffer(array)
+
+
+def book(array: np.ndarray) -> None:
+    """Book a fresh buffer with the allocator only (lazy results: profiles do not count them)."""
+    if array.base is None:
+        ALLOCATOR.track(array)
+
+
 def _release(key: int, nbytes: int, counters: tuple) -> None:
     _counted.discard(key)
     for c in counters:
@@ -103,8 +123,7 @@ def wrap(array, counted: bool = True) -> torch.Tensor:
         dtype = TORCH_DTYPE[array.dtype]
     except KeyError:
         raise TypeError(f"toychip kernel produced unsupported dtype {array.dtype}") from None
-    if _counters and counted:
-        count_buffer(array)
+    track(array, counted)
     t = _create_empty(array.shape, dtype)
     t.untyped_storage()._buf = array.reshape(-1)
     return t
@@ -124,8 +143,7 @@ def allocate(size, stride, dtype: torch.dtype) -> torch.Tensor:
     if stride == contiguous_strides(size):
         t = _create_empty(size, dtype)
         buf = t.untyped_storage()._buf = np.empty(storage_nelems(size, stride), np_dtype)
-        if _counters:
-            count_buffer(buf)
+        track(buf)
         return t
     base = wrap(np.empty(storage_nelems(size, stride), np_dtype))
     return alias(base, size, stride, 0)
@@ -171,16 +189,14 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
         grown = np.empty(needed, storage._buf.dtype)
         grown[:storage._buf.size] = storage._buf
         storage._buf = grown
-        if _counters:
-            count_buffer(grown)
+        track(grown)
     return restride(t, size, contiguous_strides(size), t.storage_offset())
 
 
 def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
     """Point ``t`` (in place) at a fresh buffer holding ``array``: ``resize_`` and ``out=`` results."""
     array = np.asarray(array, order="C")
-    if _counters:
-        count_buffer(array)
+    track(array)
     storage = t.untyped_storage()
     storage._buf = array.reshape(-1)
     _set_storage.redispatch(_META_KEYS, t, storage, 0, array.shape, contiguous_strides(array.shape))
