@@ -9,11 +9,13 @@
     allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
     device    the "toychip" device name, device module (torch.toychip), RNG
     clock     deterministic simulated time: toychip.profile()
+    streams   torch.toychip.Stream / Event: per-stream timelines on the simulated clock
     kernels   the kernel library (the vendor SDK), NumPy
     op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
     autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for the matmul family
+    serialization  torch.save / torch.load (map_location) of chip tensors
     dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
     codegen   readable Python for each scheduled graph
@@ -29,7 +31,7 @@ Example::
         y = torch.relu(x * 2)
     print(p.table())
 """
-from . import autocast, device, fallback, op_table
+from . import autocast, device, fallback, op_table, serialization
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -46,6 +48,7 @@ device.register()
 op_table.register()
 fallback.register()
 autocast.register()
+serialization.register()
 
 _FROM_COMPILER = ("get_generated_code", "print_generated_code")
 

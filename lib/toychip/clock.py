@@ -18,6 +18,9 @@ held at most at one time (``peak_bytes``) -- tensor bytes; the caching allocator
 reservations from the device are beside them (``mallocs``, ``reserved_bytes``; with
 ``ChipSpec.malloc_us`` > 0, each miss is charged as a ``malloc`` row in the table).
 
+Streams (:mod:`toychip.streams`) give each profile per-stream timelines: ``elapsed_us``
+is when the last stream finishes, less than ``time_us`` when copies overlap kernels.
+
 Used in chapters 04, 06 and 08 (why fusion and fewer fallbacks make a chip faster; what
 saving activations for the backward costs in memory).
 """
@@ -32,6 +35,15 @@ from . import device, memory
 
 # Open profiles, innermost last; each receives every charge (a list so nesting works).
 _active: list["Profile"] = []
+# The stream chip work is queued on (toychip.streams switches it); 0 is the default stream.
+_stream = 0
+
+
+def set_stream(stream_id: int) -> int:
+    """Queue the following chip work on ``stream_id``; returns the previous stream's id."""
+    global _stream
+    previous, _stream = _stream, stream_id
+    return previous
 
 
 @dataclass
@@ -64,6 +76,23 @@ class Profile:
     # the block (cache misses, each charged ChipSpec.malloc_us) and their bytes
     mallocs: int = 0
     reserved_bytes: int = 0
+    # timelines (toychip.streams): when each stream's last op ends, when each engine is free
+    stream_us: dict[int, float] = field(default_factory=dict)
+    engine_us: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def elapsed_us(self) -> float:
+        """Simulated time until the last stream is done. On one stream it equals
+        ``time_us`` (the busy time); with streams, copies overlapping kernels make it less."""
+        return max(self.stream_us.values(), default=0.0)
+
+    def _schedule(self, engine: str | None, time_us: float) -> None:
+        """Put one op on the current stream: it starts when the stream and its engine are free."""
+        start = self.stream_us.get(_stream, 0.0)
+        if engine is not None:
+            start = max(start, self.engine_us.get(engine, 0.0))
+            self.engine_us[engine] = start + time_us
+        self.stream_us[_stream] = start + time_us
 
     def _add(self, name: str, time_us: float, nbytes: int, flops: int) -> None:
         self.time_us += time_us
@@ -109,6 +138,7 @@ def charge_kernel(name: str, nbytes: int, flops: int) -> None:
         p.bytes += nbytes
         p.flops += flops
         p._add(name, t, nbytes, flops)
+        p._schedule("compute", t)
 
 
 def charge_copy(direction: str, nbytes: int) -> None:
@@ -118,6 +148,7 @@ def charge_copy(direction: str, nbytes: int) -> None:
         p.copies += 1
         p.copy_bytes += nbytes
         p._add(f"copy:{direction}", t, nbytes, 0)
+        p._schedule("copy", t)
 
 
 def charge_malloc(nbytes: int) -> None:
@@ -130,6 +161,7 @@ def charge_malloc(nbytes: int) -> None:
         p.reserved_bytes += nbytes
         if t:
             p._add("malloc", t, 0, 0)
+            p._schedule(None, t)
 
 
 @contextlib.contextmanager

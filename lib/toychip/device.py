@@ -4,7 +4,11 @@ This is step one of every out-of-tree backend (chapter 08): rename ``PrivateUse1
 chip's name, generate the ``Tensor.toychip()`` / ``is_toychip`` methods and register a
 *device module* -- the object PyTorch calls for ``torch.toychip.device_count()``,
 ``torch.manual_seed`` (via ``manual_seed_all``) and ``torch.compile``'s device checks.
-This module *is* that device module: after ``import toychip``, ``torch.toychip`` is it.
+This module *is* that device module: after ``import toychip``, ``torch.toychip`` is it,
+with ``torch.cuda``'s API where it applies: device selection, RNG state, memory
+statistics (:mod:`toychip.allocator`), streams and events (:mod:`toychip.streams`).
+Where a Python backend cannot do what a C++ one does -- one device index, streams only
+on the simulated clock -- the docstrings say so.
 """
 from __future__ import annotations
 
@@ -55,6 +59,30 @@ def device_count() -> int:
 
 def current_device() -> int:
     return 0
+
+
+def set_device(device) -> None:
+    """Select the chip new tensors go to. Only ``toychip:0`` exists in practice: tensors of a
+    Python backend are made by ``torch._C._acc.create_empty_tensor``, which puts every one
+    on index 0, so another index raises (a C++ backend would switch its device guard)."""
+    check_index(device)
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index not in (None, 0):
+        raise NotImplementedError(f"toychip can only place tensors on toychip:0, not index {index}")
+
+
+class device:
+    """``with torch.toychip.device(0):`` -- selects the chip (see :func:`set_device`)."""
+
+    def __init__(self, device):
+        self.index = device
+
+    def __enter__(self):
+        set_device(self.index)
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def synchronize(device=None) -> None:
@@ -176,6 +204,11 @@ def check_index(device) -> None:
         raise RuntimeError(
             f"toychip device index {index} is out of range: this machine has "
             f"{_spec.device_count} toychip device(s) (valid: 0..{_spec.device_count - 1})")
+
+
+# The stream API of the device module (torch.toychip.Stream, ...) lives in toychip.streams,
+# which needs check_index from here: import it once this module's names exist.
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402
 
 
 def register() -> None:

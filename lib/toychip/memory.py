@@ -180,6 +180,17 @@ def restride(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
     return t
 
 
+def set_storage(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
+    """``t.set_(storage, ...)``: ``t`` views ``storage``. Bytes restored by ``torch.load``
+    arrive as a uint8 buffer; they take ``t``'s dtype here (the bytes are not copied)."""
+    buf = storage._buf
+    np_dtype = check_dtype(t.dtype)
+    if buf.dtype != np_dtype:
+        storage._buf = buf.view(np_dtype)
+    _set_storage.redispatch(_META_KEYS, t, storage, offset, size, stride)
+    return t
+
+
 def resize(t: torch.Tensor, size) -> torch.Tensor:
     """``resize_`` on the chip: contiguous ``size``, keeping the data; the buffer grows if needed."""
     size = list(size)

@@ -26,7 +26,7 @@ from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_b
     values_of, widen
 from .kernels import KERNELS, Kernel
 from .memory import NUMPY_DTYPE, DeviceMismatchError, alias, allocate, as_numpy, check_dtype, \
-    contiguous_strides, resize, restride, wrap
+    contiguous_strides, resize, restride, set_storage, wrap
 
 aten = torch.ops.aten
 Tensor = torch.Tensor
@@ -453,6 +453,10 @@ def _as_strided_inplace(t, size, stride, storage_offset=None):
     return restride(t, size, stride, t.storage_offset() if storage_offset is None else storage_offset)
 
 
+def _set_source_storage(t, source, storage_offset=0, size=(), stride=()):
+    return set_storage(t, source, storage_offset, size, stride)
+
+
 def _resize(t, size, memory_format=None):
     return resize(t, size)
 
@@ -526,6 +530,7 @@ def _counted(name: str, fn: Callable) -> Callable:
 MEMORY_OPS = {
     "empty.memory_format": _empty_memory_format, "empty_strided": _empty_strided,
     "as_strided": _as_strided, "as_strided_": _as_strided_inplace, "resize_": _resize, "view": _view,
+    "set_.source_Storage_storage_offset": _set_source_storage,
     "_reshape_alias": _reshape_alias,
     "_local_scalar_dense": _local_scalar_dense, "fill_.Scalar": _fill, "fill_.Tensor": _fill,
     "zero_": _zero, "normal_": _normal, "uniform_": _uniform,
