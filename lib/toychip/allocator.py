@@ -16,10 +16,11 @@ uses: rounding waste plus cached blocks -- fragmentation, shown block by block b
 :func:`memory_snapshot` and :func:`memory_summary`.
 
 What is simulated: the *bytes* live in NumPy arrays (``toychip.memory``) that NumPy
-frees when their tensor dies; the allocator is the chip's bookkeeping of them. A block
-returns to the cache when its array is freed, which CPython does as soon as the last
-reference goes, so the numbers are deterministic. Unlike CUDA's allocator, a cached
-block is never split for a smaller request nor merged with its neighbours.
+frees when their tensor dies; the allocator is the chip's bookkeeping of them. Each
+storage holds a :class:`Lease` on its block next to its buffer; the block returns to the
+cache when the storage dies, which CPython does as soon as the last reference goes, so
+the numbers are deterministic. Unlike CUDA's allocator, a cached block is never split
+for a smaller request nor merged with its neighbours.
 
 ``ChipSpec.malloc_us`` is 0 by default: a cache hit depends on what ran *before* in the
 process, and the chapters that grade simulated time compare runs made one after the
@@ -27,27 +28,21 @@ other. Chapter 08 turns the cost on (``toychip.profile(spec=ChipSpec(malloc_us=.
 """
 from __future__ import annotations
 
-import weakref
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import partial
 
 MIN_BLOCK = 512                  # CUDA's kMinBlockSize
 LARGE_REQUEST = 1 << 20          # above this, requests round to LARGE_ROUND (kSmallSize)
 LARGE_ROUND = 2 << 20            # CUDA's large-segment granularity (kRoundLarge)
 
-_STAT_KINDS = ("allocated_bytes", "reserved_bytes", "requested_bytes", "allocation", "segment")
-# Reported under CUDA's "active" names too: without streams, a freed block is inactive at once.
-_SAME_AS = {"active_bytes": "allocated_bytes", "active": "allocation"}
-
 
 def size_class(nbytes: int) -> int:
     """The block size a request of ``nbytes`` gets."""
     unit = MIN_BLOCK if nbytes <= LARGE_REQUEST else LARGE_ROUND
-    return max(unit, -(-nbytes // unit) * unit)
+    return -(-nbytes // unit) * unit or unit
 
 
-@dataclass
+@dataclass(slots=True)
 class Block:
     """One reserved block: its size class, the bytes last asked for, whether a tensor holds it."""
 
@@ -57,22 +52,27 @@ class Block:
 
 
 class _Stat:
-    """current / peak / allocated / freed, like one ``torch.cuda.memory_stats`` group."""
+    """current / peak / total allocated of one quantity (freed = allocated - current)."""
 
-    __slots__ = ("current", "peak", "allocated", "freed")
+    __slots__ = ("current", "peak", "allocated")
 
     def __init__(self):
-        self.current = self.peak = self.allocated = self.freed = 0
+        self.current = self.peak = self.allocated = 0
 
-    def add(self, amount: int) -> None:
-        self.current += amount
-        self.allocated += amount
-        if self.current > self.peak:
-            self.peak = self.current
+    def as_dict(self, name: str) -> dict:
+        """This stat under ``torch.cuda.memory_stats`` keys (``name.all.current`` ...)."""
+        return {f"{name}.all.current": self.current, f"{name}.all.peak": self.peak,
+                f"{name}.all.allocated": self.allocated, f"{name}.all.freed": self.allocated - self.current}
 
-    def sub(self, amount: int) -> None:
-        self.current -= amount
-        self.freed += amount
+
+class Lease:
+    """A block held by one storage (``storage._block``): it returns to the cache when the
+    storage dies, like the deleter of a ``c10::DataPtr`` from CUDA's caching allocator."""
+
+    __slots__ = ("allocator", "key", "block")
+
+    def __del__(self):
+        self.allocator._release(self)
 
 
 class CachingAllocator:
@@ -80,87 +80,110 @@ class CachingAllocator:
 
     def __init__(self):
         self._cache: dict[int, list[Block]] = defaultdict(list)   # size class -> free blocks
-        self._blocks: list[Block] = []                              # every reserved block
-        self._live: dict[int, tuple] = {}                           # id(array) -> (weakref, block)
-        self._stats = {kind: _Stat() for kind in _STAT_KINDS}
-        self._allocated, self._requested, self._count = (self._stats[k] for k in
-                                                         ("allocated_bytes", "requested_bytes", "allocation"))
+        self._blocks: list[Block] = []                              # every reserved block, in order
+        self._live: set[int] = set()                                # ids of the buffers held
+        self._bytes, self._count = _Stat(), _Stat()                # blocks in use: bytes, how many
+        self._reserved, self._segments = _Stat(), _Stat()          # blocks reserved: bytes, how many
         self.num_device_alloc = 0     # cache misses: blocks reserved from the device
         self.num_device_free = 0      # blocks given back by empty_cache()
 
     # ------------------------------------------------------------------ booking
-    def track(self, array) -> None:
-        """Book a block for a fresh device buffer; it returns to the cache when ``array`` dies."""
+    # lease and _release run for every buffer of every eager op: kept flat.
+    def lease(self, array) -> Lease | None:
+        """Book a block for a fresh device buffer; ``None`` if ``array`` is already booked."""
         key = id(array)
         if key in self._live:
-            return
-        block = self._malloc(array.nbytes)
-        self._live[key] = (weakref.ref(array, partial(self._release, key)), block)
-
-    def _malloc(self, nbytes: int) -> Block:
+            return None
+        nbytes = array.nbytes
         size = size_class(nbytes)
         cached = self._cache.get(size)
-        if cached:
-            block = cached.pop()
-        else:
-            block = Block(size)
-            self._blocks.append(block)
-            self.num_device_alloc += 1
-            self._stats["reserved_bytes"].add(size)
-            self._stats["segment"].add(1)
-            from .clock import charge_malloc  # clock -> device -> allocator: import when first missed
-            charge_malloc(size)
+        block = cached.pop() if cached else self._reserve(size)
         block.in_use, block.requested = True, nbytes
-        self._allocated.add(size)
-        self._requested.add(nbytes)
-        self._count.add(1)
+        self._live.add(key)
+        lease = Lease()
+        lease.allocator, lease.key, lease.block = self, key, block
+        stat = self._bytes
+        stat.current += size
+        stat.allocated += size
+        if stat.current > stat.peak:
+            stat.peak = stat.current
+        stat = self._count
+        stat.current += 1
+        stat.allocated += 1
+        if stat.current > stat.peak:
+            stat.peak = stat.current
+        return lease
+
+    def _reserve(self, size: int) -> Block:
+        """A cache miss: reserve a new block from the device (charged on the clock)."""
+        block = Block(size)
+        self._blocks.append(block)
+        self.num_device_alloc += 1
+        for stat, amount in ((self._reserved, size), (self._segments, 1)):
+            stat.current += amount
+            stat.allocated += amount
+            stat.peak = max(stat.peak, stat.current)
+        from .clock import charge_malloc  # clock -> device -> allocator: import when first missed
+        charge_malloc(size)
         return block
 
-    def _release(self, key: int, _ref=None) -> None:
-        block = self._live.pop(key)[1]
-        self._allocated.sub(block.size)
-        self._requested.sub(block.requested)
-        self._count.sub(1)
+    def _release(self, lease: Lease) -> None:
+        self._live.discard(lease.key)
+        block = lease.block
+        self._bytes.current -= block.size
+        self._count.current -= 1
         block.in_use, block.requested = False, 0
         self._cache[block.size].append(block)
 
     def empty_cache(self) -> None:
         """Give every cached (free) block back to the device; blocks in use stay."""
         for size, blocks in self._cache.items():
-            for block in blocks:
-                self._stats["reserved_bytes"].sub(size)
-                self._stats["segment"].sub(1)
-                self.num_device_free += 1
+            self._reserved.current -= size * len(blocks)
+            self._segments.current -= len(blocks)
+            self.num_device_free += len(blocks)
             blocks.clear()
         self._blocks = [b for b in self._blocks if b.in_use]
 
     # ------------------------------------------------------------------ reading
     def allocated(self) -> int:
-        return self._stats["allocated_bytes"].current
+        return self._bytes.current
 
     def reserved(self) -> int:
-        return self._stats["reserved_bytes"].current
+        return self._reserved.current
 
-    def stat(self, kind: str) -> _Stat:
-        return self._stats[kind]
+    def requested(self) -> int:
+        """Bytes the tensors asked for (allocated minus the rounding to size classes)."""
+        return sum(b.requested for b in self._blocks if b.in_use)
+
+    def peak_allocated(self) -> int:
+        return self._bytes.peak
+
+    def peak_reserved(self) -> int:
+        return self._reserved.peak
 
     def reset_peak(self) -> None:
-        for stat in self._stats.values():
+        for stat in (self._bytes, self._count, self._reserved, self._segments):
             stat.peak = stat.current
 
     def reset_accumulated(self) -> None:
-        for stat in self._stats.values():
-            stat.allocated = stat.freed = 0
+        for stat in (self._bytes, self._count, self._reserved, self._segments):
+            stat.allocated = stat.current
         self.num_device_alloc = self.num_device_free = 0
 
     def memory_stats(self) -> dict:
-        """The ``torch.cuda.memory_stats()`` keys that apply to this allocator, sorted."""
+        """The ``torch.cuda.memory_stats()`` keys that apply to this allocator, sorted.
+
+        Without streams a freed block is inactive at once, so the ``active*`` groups equal
+        the ``allocated*`` ones; the allocator never splits blocks, so ``inactive_split*``
+        and ``oversize*`` do not apply.
+        """
         stats = {"num_alloc_retries": 0, "num_ooms": 0, "num_sync_all_streams": 0,
-                 "num_device_alloc": self.num_device_alloc, "num_device_free": self.num_device_free}
-        kinds = {**{kind: kind for kind in _STAT_KINDS}, **_SAME_AS}
-        for name, kind in kinds.items():
-            for field in _Stat.__slots__:
-                stats[f"{name}.all.{field}"] = getattr(self._stats[kind], field)
+                 "num_device_alloc": self.num_device_alloc, "num_device_free": self.num_device_free,
+                 "requested_bytes.all.current": self.requested()}
+        for name, stat in (("allocated_bytes", self._bytes), ("active_bytes", self._bytes),
+                           ("allocation", self._count), ("active", self._count),
+                           ("reserved_bytes", self._reserved), ("segment", self._segments)):
+            stats.update(stat.as_dict(name))
         return dict(sorted(stats.items()))
 
     def snapshot(self) -> list[dict]:
@@ -170,16 +193,14 @@ class CachingAllocator:
 
     def summary(self) -> str:
         """A short report like ``torch.cuda.memory_summary()``: totals and the fragmentation."""
-        allocated, reserved = self.allocated(), self.reserved()
-        requested = self._stats["requested_bytes"].current
-        cached = sum(b.size for b in self._blocks if not b.in_use)
+        allocated, reserved, requested = self.allocated(), self.reserved(), self.requested()
+        cached = [b.size for b in self._blocks if not b.in_use]
         lines = [f"{'':<28}{'current':>12}{'peak':>12}",
-                 f"{'allocated (blocks in use)':<28}{allocated:>12}{self._stats['allocated_bytes'].peak:>12}",
-                 f"{'requested by tensors':<28}{requested:>12}{self._stats['requested_bytes'].peak:>12}",
-                 f"{'reserved from the device':<28}{reserved:>12}{self._stats['reserved_bytes'].peak:>12}",
+                 f"{'allocated (blocks in use)':<28}{allocated:>12}{self._bytes.peak:>12}",
+                 f"{'requested by tensors':<28}{requested:>12}{'':>12}",
+                 f"{'reserved from the device':<28}{reserved:>12}{self._reserved.peak:>12}",
                  f"fragmentation: {reserved - requested} bytes reserved but unused "
-                 f"({cached} in {sum(not b.in_use for b in self._blocks)} cached blocks, "
-                 f"{allocated - requested} rounding)",
+                 f"({sum(cached)} in {len(cached)} cached blocks, {allocated - requested} rounding)",
                  f"device allocations (cache misses): {self.num_device_alloc}, "
                  f"blocks given back: {self.num_device_free}"]
         return "\n".join(lines)

@@ -147,7 +147,7 @@ def memory_allocated(device=None) -> int:
 def max_memory_allocated(device=None) -> int:
     """The most :func:`memory_allocated` has been since start or :func:`reset_peak_memory_stats`."""
     check_index(device)
-    return ALLOCATOR.stat("allocated_bytes").peak
+    return ALLOCATOR.peak_allocated()
 
 
 def memory_reserved(device=None) -> int:
@@ -158,7 +158,7 @@ def memory_reserved(device=None) -> int:
 
 def max_memory_reserved(device=None) -> int:
     check_index(device)
-    return ALLOCATOR.stat("reserved_bytes").peak
+    return ALLOCATOR.peak_reserved()
 
 
 def reset_peak_memory_stats(device=None) -> None:

