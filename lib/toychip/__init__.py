@@ -10,6 +10,7 @@
     device    the "toychip" device name, device module (torch.toychip), RNG
     clock     deterministic simulated time: toychip.profile()
     streams   torch.toychip.Stream / Event: per-stream timelines on the simulated clock
+    trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
     kernels   the kernel library (the vendor SDK), NumPy
     op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()

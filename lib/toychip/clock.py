@@ -19,7 +19,8 @@ reservations from the device are beside them (``mallocs``, ``reserved_bytes``; w
 ``ChipSpec.malloc_us`` > 0, each miss is charged as a ``malloc`` row in the table).
 
 Streams (:mod:`toychip.streams`) give each profile per-stream timelines: ``elapsed_us``
-is when the last stream finishes, less than ``time_us`` when copies overlap kernels.
+is when the last stream finishes, less than ``time_us`` when copies overlap kernels;
+``timeline`` lists every op with its start, and ``export_chrome_trace(path)`` draws it.
 
 Used in chapters 04, 06 and 08 (why fusion and fewer fallbacks make a chip faster; what
 saving activations for the backward costs in memory).
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,6 +46,16 @@ def set_stream(stream_id: int) -> int:
     global _stream
     previous, _stream = _stream, stream_id
     return previous
+
+
+class TimelineEvent(NamedTuple):
+    """One op on the simulated timeline: what, on which stream and engine, when, how long."""
+
+    name: str
+    stream: int
+    engine: str | None          # "compute", "copy", or None (a device allocation)
+    start_us: float
+    duration_us: float
 
 
 @dataclass
@@ -79,6 +91,7 @@ class Profile:
     # timelines (toychip.streams): when each stream's last op ends, when each engine is free
     stream_us: dict[int, float] = field(default_factory=dict)
     engine_us: dict[str, float] = field(default_factory=dict)
+    timeline: list[TimelineEvent] = field(default_factory=list, repr=False)
 
     @property
     def elapsed_us(self) -> float:
@@ -86,13 +99,21 @@ class Profile:
         ``time_us`` (the busy time); with streams, copies overlapping kernels make it less."""
         return max(self.stream_us.values(), default=0.0)
 
-    def _schedule(self, engine: str | None, time_us: float) -> None:
+    def export_chrome_trace(self, path: str) -> None:
+        """Write the timeline as a Chrome trace (``chrome://tracing``, https://ui.perfetto.dev),
+        like ``torch.profiler.profile().export_chrome_trace``: one row per stream."""
+        from .trace import write_chrome_trace
+
+        write_chrome_trace(self.timeline, path)
+
+    def _schedule(self, name: str, engine: str | None, time_us: float) -> None:
         """Put one op on the current stream: it starts when the stream and its engine are free."""
         start = self.stream_us.get(_stream, 0.0)
         if engine is not None:
             start = max(start, self.engine_us.get(engine, 0.0))
             self.engine_us[engine] = start + time_us
         self.stream_us[_stream] = start + time_us
+        self.timeline.append(TimelineEvent(name, _stream, engine, start, time_us))
 
     def _add(self, name: str, time_us: float, nbytes: int, flops: int) -> None:
         self.time_us += time_us
@@ -138,7 +159,7 @@ def charge_kernel(name: str, nbytes: int, flops: int) -> None:
         p.bytes += nbytes
         p.flops += flops
         p._add(name, t, nbytes, flops)
-        p._schedule("compute", t)
+        p._schedule(name, "compute", t)
 
 
 def charge_copy(direction: str, nbytes: int) -> None:
@@ -148,7 +169,7 @@ def charge_copy(direction: str, nbytes: int) -> None:
         p.copies += 1
         p.copy_bytes += nbytes
         p._add(f"copy:{direction}", t, nbytes, 0)
-        p._schedule("copy", t)
+        p._schedule(f"copy:{direction}", "copy", t)
 
 
 def charge_malloc(nbytes: int) -> None:
@@ -161,7 +182,7 @@ def charge_malloc(nbytes: int) -> None:
         p.reserved_bytes += nbytes
         if t:
             p._add("malloc", t, 0, 0)
-            p._schedule(None, t)
+            p._schedule("malloc", None, t)
 
 
 @contextlib.contextmanager

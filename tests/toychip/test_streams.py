@@ -83,3 +83,21 @@ def test_stream_context_restores_the_previous_stream():
         with tc.stream(None):
             assert tc.current_stream() is side
     assert tc.current_stream() == tc.default_stream() and side.query()
+
+
+def test_chrome_trace_has_one_row_per_stream_and_the_overlap(tmp_path):
+    import json
+
+    batch, x = torch.randn(64, 64), torch.randn(64, 64, device="toychip")
+    side = tc.Stream()
+    with toychip.profile() as p:
+        with tc.stream(side):
+            nxt = batch.to("toychip")
+        y = x @ x
+    p.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    ops = {e["name"]: e for e in events if e["ph"] == "X"}
+    assert ops["copy:to_chip"]["tid"] == side.stream_id and ops["mm.default"]["tid"] == 0
+    assert ops["copy:to_chip"]["ts"] == ops["mm.default"]["ts"] == 0.0     # they overlap
+    assert {e["args"]["name"] for e in events if e["ph"] == "M"} == {"default stream", f"stream {side.stream_id}"}
+    del nxt, y
