@@ -291,6 +291,17 @@ def _record_functionalized(func, entry, args, kwargs):
     return outputs[:len(func._schema.returns)]
 
 
+def _try_record(func, entry, args, kwargs):
+    """Record a chip op; ``None`` if it must run eagerly (it writes part of a storage)."""
+    if entry.writes:
+        if all(_owns_storage(t) for _, t in _written(entry, args)):
+            return _record_functionalized(func, entry, args, kwargs)
+        return None
+    if not entry.inplace:
+        return _record(func, args, kwargs)
+    return _record_inplace(func, args, kwargs) if _owns_storage(args[0]) else None
+
+
 def _is_chip_tensor(value) -> bool:
     return isinstance(value, torch.Tensor) and value.device.type == "toychip"
 
@@ -336,13 +347,9 @@ class LazyMode(TorchDispatchMode):
         declined = False
         if entry is not None and _all_chip(args):
             declined = _declines(entry, args, kwargs)
-            if not declined and entry.writes:
-                if all(_owns_storage(t) for _, t in _written(entry, args)):
-                    return _record_functionalized(func, entry, args, kwargs)
-            elif not declined and not entry.inplace:
-                return _record(func, args, kwargs)
-            if not declined and _owns_storage(args[0]):
-                return _record_inplace(func, args, kwargs)
+            recorded = None if declined else _try_record(func, entry, args, kwargs)
+            if recorded is not None:
+                return recorded
         if func._schema.is_mutable and any(_is_chip_tensor(t) for t in _tensors(args)):
             sync("eager_write", func)  # pending reads of the old value must run first
         previous, _eager_call = _eager_call, (func, args, kwargs, declined)

@@ -138,3 +138,14 @@ def test_lazy_batch_norm_running_stats_update_inside_the_graph():
     metrics = toychip.lazy_metrics()
     assert metrics.graphs_executed == 1 and not metrics.fallback_ops
     torch.testing.assert_close(norm.running_mean.cpu(), 0.1 * x.cpu().mean(dim=(0, 2, 3)))
+
+
+def test_lazy_batch_norm_with_running_stats_in_part_of_a_buffer_runs_eagerly_and_matches_cpu():
+    torch.manual_seed(4)
+    ref, norm = nn.BatchNorm2d(3), nn.BatchNorm2d(3).to("toychip")
+    norm.running_mean = torch.zeros(6, device="toychip")[:3]   # a view: the graph cannot rebind it
+    x = torch.randn(4, 3, 2, 2)
+    with toychip.lazy():
+        out = norm(x.to("toychip"))
+    assert_close(out.cpu(), ref(x), "output")
+    assert_close(norm.running_mean.cpu(), ref.running_mean, "running mean")
