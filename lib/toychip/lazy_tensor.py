@@ -261,12 +261,17 @@ def _record_inplace(op, args, kwargs):
     if meta.dtype != self.dtype:
         node = _record_node(aten._to_copy.default, (node,), {"dtype": self.dtype},
                             meta.to(self.dtype))
-    storage = self.untyped_storage()
-    if hasattr(storage, "_buf"):
-        del storage._buf
+    _make_pending(self.untyped_storage(), node)
+    return self
+
+
+def _make_pending(storage, node: LazyNode) -> None:
+    """``storage``'s value is now ``node``: its buffer and allocator block go until the graph runs."""
+    for name in ("_buf", "_block"):
+        if hasattr(storage, name):
+            delattr(storage, name)
     storage._lazy = node
     _pending.append(weakref.ref(storage))
-    return self
 
 
 def _written(entry, args) -> list:
@@ -283,11 +288,7 @@ def _record_functionalized(func, entry, args, kwargs):
         return _record(func, args, kwargs)
     outputs = _record(entry.functional, args, kwargs)
     for output, target in written:
-        storage = target.untyped_storage()
-        if hasattr(storage, "_buf"):
-            del storage._buf
-        storage._lazy = outputs[output].untyped_storage()._lazy
-        _pending.append(weakref.ref(storage))
+        _make_pending(target.untyped_storage(), outputs[output].untyped_storage()._lazy)
     return outputs[:len(func._schema.returns)]
 
 

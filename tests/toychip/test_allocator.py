@@ -103,3 +103,12 @@ def test_buffers_materialised_by_lazy_mode_are_booked():
         y = x * 3
     assert torch.toychip.memory_allocated() - before == 512 * FLOAT
     del y
+
+
+def test_a_pending_lazy_value_holds_no_block_until_its_graph_runs():
+    x = torch.ones(1024, device="toychip")
+    before = torch.toychip.memory_allocated()
+    with toychip.lazy():
+        x.add_(1)                                            # x's storage now holds a graph node
+        assert torch.toychip.memory_allocated() == before - 1024 * FLOAT
+    assert torch.toychip.memory_allocated() == before and x.cpu()[0].item() == 2.0
