@@ -13,6 +13,7 @@
     trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
     kernels   the kernel library (the vendor SDK), NumPy
     op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
+    registration  native_functions.yaml declares the ops; checked and registered as torchgen does
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
     autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for the matmul family

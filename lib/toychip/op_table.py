@@ -6,7 +6,8 @@ This is the heart of porting a chip (chapter 08) and what the dispatcher calls
 ``torch.library.Library("aten", "IMPL").impl(op, fn, "PrivateUse1")``, plus the memory
 ops every device needs (``empty_strided``, ``_copy_from``, views, ``fill_`` ...).
 The lazy executor and the compiler call the same entries on NumPy arrays
-(:meth:`OpEntry.run`), so all three modes share one kernel library.
+(:meth:`OpEntry.run`), so all three modes share one kernel library. Which of these kernels
+the dispatcher gets is declared in ``native_functions.yaml`` (see :mod:`toychip.registration`).
 
 ``torch._C._dispatch_dump("aten::relu")`` then shows a ``PrivateUse1`` kernel
 registered from this file.
@@ -20,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import clock, device
+from . import clock, device, registration
 from .device import check_index
 from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_buffer, narrow, store, \
     values_of, widen
@@ -536,21 +537,29 @@ MEMORY_OPS = {
     "zero_": _zero, "normal_": _normal, "uniform_": _uniform,
 }
 
+def eager_kernels() -> dict[str, Callable]:
+    """The kernel library as the registration sees it: YAML op name -> PrivateUse1 kernel."""
+    kernels = {"_copy_from": _copy_from}
+    for name, fn in MEMORY_OPS.items():
+        kernels[name] = fn if name.startswith("empty") else _counted(name, fn)
+    for op, entry in OP_TABLE.items():
+        kernels[registration.op_name(op)] = eager_kernel(entry)
+    return kernels
+
+
 _LIB = None
 
 
 def register() -> None:
-    """Install every table row and memory op as a PrivateUse1 kernel (idempotent)."""
+    """Register the ops native_functions.yaml declares, with their kernels (idempotent).
+
+    :mod:`toychip.registration` checks the YAML against :func:`eager_kernels` first.
+    """
     global _LIB
     if _LIB is not None:
         return
     _LIB = torch.library.Library("aten", "IMPL")
-    _LIB.impl("_copy_from", _copy_from, "PrivateUse1")
-    for name, fn in MEMORY_OPS.items():
-        counted = fn if name.startswith("empty") else _counted(name, fn)
-        _LIB.impl(name, counted, "PrivateUse1")
-    for op, entry in OP_TABLE.items():
-        _LIB.impl(op, eager_kernel(entry), "PrivateUse1")
+    registration.register(_LIB, eager_kernels())
 
 
 def ops_table() -> str:
