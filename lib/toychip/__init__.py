@@ -71,3 +71,18 @@ __all__ = [
     "chip_kernel", "kernel_scope", "trace_dispatch", "DispatchTrace", "cpu_fallback", "set_fallback",
     "use_fallback", *_FROM_COMPILER,
 ]
+
+
+def _autoload() -> None:
+    """The ``torch.backends`` entry point: ``import torch`` calls it when a package declares it.
+
+    torch 2.13's ``_import_device_backends`` loads every entry point of the group and calls
+    it (``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns this off). A package declares it with::
+
+        [project.entry-points."torch.backends"]
+        toychip = "toychip:_autoload"
+
+    The course does not: every ``import torch`` in its environment would load the chip.
+    Importing this package already registered the chip, so there is nothing left to do;
+    like torch_npu's ``_autoload``, it exists so the entry point names a function.
+    """
