@@ -18,6 +18,7 @@
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
     autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for the matmul family
     serialization  torch.save / torch.load (map_location) of chip tensors
+    distributed  "toyccl": the chip's collective backend for torch.distributed (over gloo)
     dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
     codegen   readable Python for each scheduled graph
@@ -33,7 +34,7 @@ Example::
         y = torch.relu(x * 2)
     print(p.table())
 """
-from . import autocast, device, fallback, op_table, serialization
+from . import autocast, device, distributed, fallback, op_table, serialization
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -51,6 +52,7 @@ op_table.register()
 fallback.register()
 autocast.register()
 serialization.register()
+distributed.register()
 
 _FROM_COMPILER = ("get_generated_code", "print_generated_code")
 
