@@ -64,7 +64,7 @@ def _scaled(b, alpha):
 
 
 def _sigmoid(a, out=None):
-    out = np.negative(a, out=out)
+    out = np.negative(a, out=out) if out is not None else np.asarray(np.negative(a))  # 0-d: a scalar
     np.exp(out, out=out)
     np.add(out, 1, out=out)
     return np.reciprocal(out, out=out)
@@ -193,7 +193,8 @@ def addmm(bias, a, b, beta=1, alpha=1):
 
 # --------------------------------------------------------------------------- reductions
 def _axes(a, dim):
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+    """NumPy's ``axis`` for ATen's ``dim``: none or ``[]`` is all; a 0-d tensor takes dim 0 or -1 as all."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) or np.ndim(a) == 0:
         return None
     return tuple(dim) if isinstance(dim, (list, tuple)) else dim
 
@@ -219,12 +220,13 @@ def amax(a, dim=(), keepdim=False):
 @kernel("argmax", "reduction")
 def argmax(a, dim=None, keepdim=False):
     """out = index of the max of a along ``dim``."""
-    return np.asarray(np.argmax(a, axis=dim, keepdims=keepdim))
+    return np.asarray(np.argmax(a, axis=_axes(a, dim), keepdims=keepdim))
 
 
 @kernel("log_softmax", "reduction")
 def log_softmax(a, dim, half_to_float=False):
     """out = a - max - log(sum(exp(a - max))) along ``dim`` (stable)."""
+    dim = _axes(a, dim)
     shifted = a - np.max(a, axis=dim, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
 
@@ -232,6 +234,7 @@ def log_softmax(a, dim, half_to_float=False):
 @kernel("softmax", "reduction")
 def softmax(a, dim, half_to_float=False):
     """out = exp(a - max) / sum(exp(a - max)) along ``dim``."""
+    dim = _axes(a, dim)
     e = np.exp(a - np.max(a, axis=dim, keepdims=True))
     return e / np.sum(e, axis=dim, keepdims=True)
 
@@ -239,13 +242,13 @@ def softmax(a, dim, half_to_float=False):
 @kernel("log_softmax_backward", "reduction")
 def log_softmax_backward(grad, out, dim, input_dtype=None):
     """d input = grad - exp(out) * sum(grad) along ``dim``."""
-    return grad - np.exp(out) * np.sum(grad, axis=dim, keepdims=True)
+    return grad - np.exp(out) * np.sum(grad, axis=_axes(grad, dim), keepdims=True)
 
 
 @kernel("softmax_backward", "reduction")
 def softmax_backward(grad, out, dim, input_dtype=None):
     """d input = out * (grad - sum(grad * out)) along ``dim``."""
-    return out * (grad - np.sum(grad * out, axis=dim, keepdims=True))
+    return out * (grad - np.sum(grad * out, axis=_axes(grad, dim), keepdims=True))
 
 
 # --------------------------------------------------------------------------- losses

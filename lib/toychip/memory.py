@@ -222,8 +222,12 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     if t.is_contiguous():
         off = t.storage_offset()
         return buf[off:off + t.numel()].reshape(t.shape)
+    offset = t.storage_offset()
+    if offset + storage_nelems(t.shape, t.stride()) > buf.size:  # as_strided does not check
+        raise RuntimeError(f"toychip: a view of size {tuple(t.shape)}, stride {t.stride()} and offset "
+                           f"{offset} reaches past its storage of {buf.size} elements")
     size = buf.itemsize
-    return _np_as_strided(buf[t.storage_offset():], t.shape, [s * size for s in t.stride()])
+    return _np_as_strided(buf[offset:], t.shape, [s * size for s in t.stride()])
 
 
 def _as_numpy_slow(t: torch.Tensor) -> np.ndarray:

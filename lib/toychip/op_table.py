@@ -404,7 +404,8 @@ def eager_kernel(entry: OpEntry) -> Callable:
             if writes:
                 _write_arguments(entry, args, result)
             return tuple(wrap(r) for r in result[:returns])
-        if promotes and result.dtype != arrays[0].dtype and result.dtype.kind != "b":
+        first = arrays[0]  # a Python scalar for pow.Scalar
+        if promotes and result.dtype.kind != "b" and (not isinstance(first, np.ndarray) or result.dtype != first.dtype):
             result = _promoted(result, args)
         return wrap(result)
 
