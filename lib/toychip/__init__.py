@@ -26,6 +26,7 @@
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
     compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
     views     GraphView data for the course's visualisers
+    opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
 
 Example::
 
