@@ -210,6 +210,13 @@ def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
     return t
 
 
+def buffer_of(storage) -> np.ndarray:
+    """A chip storage's flat buffer, running its pending lazy graph first if it has one."""
+    if not hasattr(storage, "_buf") and hasattr(storage, "_lazy") and _materializer is not None:
+        _materializer(storage)
+    return storage._buf
+
+
 def as_numpy(t: torch.Tensor) -> np.ndarray:
     """The NumPy view of a toychip tensor: its storage buffer seen with its strides.
 

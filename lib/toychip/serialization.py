@@ -1,4 +1,4 @@
-"""``torch.save`` / ``torch.load`` of chip tensors, ``map_location`` included.
+"""``torch.save`` / ``torch.load`` of chip tensors, ``map_location`` included; ``copy.deepcopy``.
 
 ``torch.save`` writes a tensor's *storage* bytes; a Python backend has no C++ storage
 (the chip's bytes live in ``storage._buf``, the C++ storage is empty), so the default
@@ -13,6 +13,12 @@ a deserializer registered with ``torch.serialization.register_package`` puts the
 in a chip storage, and ``aten.set_`` (a chip memory op, see :mod:`toychip.op_table`)
 types them when the tensor is rebuilt.
 
+``copy.deepcopy`` of a chip tensor (and so of a model on the chip) copies its storage with
+``UntypedStorage.clone``, which allocates ``UntypedStorage(nbytes, device="toychip")``
+through the C++ allocator a Python backend does not have: in torch 2.13 that crashes the
+process. The chip replaces ``clone`` for its own storages with a buffer-to-buffer copy
+(torch_npu patches storage methods the same way); other storages clone as before.
+
 Limits, as the chapter says: views that shared a storage when saved are loaded as
 separate tensors, and the save copies every chip tensor to the host (a C++ backend
 would write its storage directly).
@@ -25,8 +31,9 @@ import re
 
 import torch
 
+from . import clock
 from .device import NAME, check_index
-from .memory import wrap
+from .memory import buffer_of, wrap
 
 
 def _reduce_tensor(t: torch.Tensor):
@@ -50,15 +57,29 @@ def _tag(storage) -> str | None:
     return str(storage.device) if storage.device.type == NAME else None
 
 
+_clone_storage = torch.UntypedStorage.clone
+
+
+def _clone_chip_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
+    """``UntypedStorage.clone`` (what ``copy.deepcopy`` calls): chip storages copy their buffer."""
+    if storage.device.type != NAME:
+        return _clone_storage(storage)
+    data = buffer_of(storage)
+    if clock._active:
+        clock.charge_kernel("copy_", 2 * data.nbytes, 0)
+    return wrap(data.copy()).untyped_storage()
+
+
 _registered = False
 
 
 def register() -> None:
-    """Install the pickling hook and the load-time deserializer (idempotent)."""
+    """Install the pickling hook, the load-time deserializer and the storage clone (idempotent)."""
     global _registered
     if _registered:
         return
     copyreg.pickle(torch.Tensor, _reduce_tensor)
     # priority 15: before PyTorch's generic PrivateUse1 deserializer (23), which needs a C++ allocator
     torch.serialization.register_package(15, _tag, _deserialize)
+    torch.UntypedStorage.clone = _clone_chip_storage
     _registered = True
