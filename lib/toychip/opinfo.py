@@ -11,9 +11,10 @@ Vendors test a port with the OpInfo database (``torch.testing._internal.common_m
 Samples are made on the chip (as PyTorch's device-generic tests make them on the device
 under test) and copied to the CPU for the reference. The fallback counters, read around the
 chip call alone, tell native from fallback, as :func:`toychip.coverage` does. An output the
-CPU does not repeat itself (``rand_like``, ``empty``) is compared by shape and dtype only; a
-sample that fails on the CPU too (a CUDA-only OpInfo) is skipped. Importing op_db needs
-``expecttest`` and takes seconds, so it happens on the first sweep.
+CPU does not repeat itself is compared by shape and dtype only; OpInfos that PyTorch's own
+device-vs-CPU test skips (mostly random or uninitialised outputs: ``rand_like``, ``empty``) and
+those whose samples all fail on the CPU too (CUDA-only OpInfos) are listed as skipped.
+Importing op_db needs ``expecttest`` and takes seconds, so it happens on the first sweep.
 """
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ class SweepResult:
         totals = self.totals()
         lines += ["", "totals: " + ", ".join(f"{status} {n}" for status, n in totals.items())
                   + f" (swept {len(self.rows)}; skipped, not comparable with the CPU: {len(self.skipped)})"]
+        if self.skipped:
+            lines.append("skipped: " + ", ".join(self.skipped))
         return "\n".join(lines)
 
 
@@ -117,9 +120,14 @@ def _run_sample(opinfo, sample) -> Counter:
     return fell_back
 
 
+def opinfo_name(opinfo) -> str:
+    """``name`` or ``name.variant`` (``nn.functional.dropout``, ``as_strided.partial_views``)."""
+    return opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
+
+
 def check_op(opinfo, dtype: torch.dtype = torch.float32, max_samples: int = 4) -> OpResult | None:
     """Classify one OpInfo on up to ``max_samples`` samples; ``None`` if no sample runs on the CPU."""
-    name = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
+    name = opinfo_name(opinfo)
     fell_back, samples = Counter(), 0
     try:
         for sample in opinfo.sample_inputs("toychip", dtype, requires_grad=False):
@@ -139,7 +147,7 @@ def check_op(opinfo, dtype: torch.dtype = torch.float32, max_samples: int = 4) -
 
 def _not_comparable_with_cpu(opinfo) -> bool:
     """PyTorch's own device-vs-CPU test (``TestCommon.test_compare_cpu``) skips this OpInfo on
-    every device: random or uninitialised outputs (``rand_like``, ``dropout``, ``empty``)."""
+    every device: mostly random or uninitialised outputs (``rand_like``, ``dropout``, ``empty``)."""
     return any(d.cls_name == "TestCommon" and d.test_name == "test_compare_cpu" and d.device_type is None
                and any(f is not unittest.expectedFailure for f in d.decorators)
                for d in opinfo.decorators if hasattr(d, "test_name"))
@@ -161,7 +169,7 @@ def sweep(ops=None, dtype: torch.dtype = torch.float32, max_samples: int = 4) ->
     wanted = set(ops) if ops is not None else None
     result = SweepResult()
     for opinfo in op_db():
-        name = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
+        name = opinfo_name(opinfo)
         if wanted is not None and name not in wanted and opinfo.name not in wanted:
             continue
         if not opinfo.supports_dtype(dtype, "cpu"):

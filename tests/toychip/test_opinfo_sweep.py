@@ -38,7 +38,7 @@ def test_markdown_lists_each_op_and_the_totals(verdicts):
     assert result.totals() == {"native": 1, "fallback": 1, "failing": 1}
     text = result.markdown()
     assert "| cumsum | fallback | 2 | cumsum.out |" in text
-    assert text.splitlines()[-1].startswith("totals: native 1, fallback 1, failing 1")
+    assert text.splitlines()[-1].startswith("totals: native 1, fallback 1, failing 1")  # nothing skipped
 
 
 def test_ops_pytorch_does_not_compare_with_the_cpu_are_skipped():
