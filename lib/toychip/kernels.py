@@ -573,6 +573,33 @@ def scatter(a, dim, index, value):
     return out
 
 
+@kernel("select_scatter")
+def select_scatter(a, src, dim, index):
+    """out = a, then out[..., index, ...] = src along ``dim``."""
+    out = np.array(a)
+    np.moveaxis(out, dim, 0)[index] = src
+    return out
+
+
+@kernel("slice_scatter")
+def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
+    """out = a, then out[..., start:end:step, ...] = src along ``dim``."""
+    out = np.array(a)
+    np.moveaxis(out, dim, 0)[start:end:step] = np.moveaxis(src, dim, 0)
+    return out
+
+
+@kernel("diagonal_scatter")
+def diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
+    """out = a, then out's diagonal ``offset`` of the (dim1, dim2) planes = src (diagonal last)."""
+    out = np.array(a)
+    planes = np.moveaxis(out, (dim1, dim2), (-2, -1))
+    n = src.shape[-1]
+    rows, cols = np.arange(n) + max(-offset, 0), np.arange(n) + max(offset, 0)
+    planes[..., rows, cols] = src
+    return out
+
+
 @kernel("copy", "pointwise")
 def copy(dst, src, non_blocking=False, out=None):
     """out = src broadcast to dst's shape and cast to its dtype."""

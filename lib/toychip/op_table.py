@@ -158,6 +158,8 @@ _COMPUTE_OPS = {
     "native_batch_norm_backward.default": "batch_norm_backward",
     "max_pool2d_with_indices.default": "max_pool2d",
     "max_pool2d_with_indices_backward.default": "max_pool2d_backward",
+    "select_scatter.default": "select_scatter", "slice_scatter.default": "slice_scatter",
+    "diagonal_scatter.default": "diagonal_scatter",
 }
 
 # Ops that write arguments the kernel returns: ATen op -> (kernel, (output, argument) pairs,
