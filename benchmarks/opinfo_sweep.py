@@ -13,7 +13,6 @@ from pathlib import Path
 
 import torch
 
-import toychip
 from toychip import opinfo
 
 OUT = Path(__file__).with_name("opinfo_sweep.md")

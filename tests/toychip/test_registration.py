@@ -49,7 +49,8 @@ def test_declared_op_without_a_kernel_is_named(tmp_path):
         autograd: []
     """)
     lib = torch.library.Library("aten", "IMPL")  # nothing is registered: the check comes first
-    with pytest.raises(registration.RegistrationError, match=r"aten::cumsum, which has no kernel in toychip/op_table.py"):
+    message = "aten::cumsum, which has no kernel in toychip/op_table.py"
+    with pytest.raises(registration.RegistrationError, match=message):
         registration.register(lib, op_table.eager_kernels(), path=path)
 
 
@@ -58,7 +59,8 @@ def test_declared_op_without_a_kernel_is_named(tmp_path):
     ("backend: PrivateUse1\nsupported: [relu, relu]\n", "declared twice: relu"),
     ("backend: PrivateUse1\nsupported: [relu.NoSuchOverload]\n", "ATen does not have"),
     ("backend: PrivateUse1\nops: [relu]\n", "unknown keys"),
-    ("backend: PrivateUse1\nsupported: [relu]\nautograd: [exp]\n", "aten::exp, which has no AutogradPrivateUse1 kernel"),
+    ("backend: PrivateUse1\nsupported: [relu]\nautograd: [exp]\n",
+     "aten::exp, which has no AutogradPrivateUse1 kernel"),
 ])
 def test_malformed_yaml_is_rejected_with_the_reason(tmp_path, text, message):
     path = _yaml(tmp_path, text)

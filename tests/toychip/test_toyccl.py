@@ -1,19 +1,22 @@
 """Does toyccl, the chip's Python ProcessGroup, run collectives and DDP on chip tensors?"""
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-WORKER = Path(__file__).with_name("toyccl_worker.py")
-
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    """Both ranks' results from one two-process run (spawn, FileStore, world size 2)."""
+    """Both ranks' results from one two-process run (spawn, FileStore, world size 2).
+
+    The worker module goes on sys.path so the spawned ranks can import it by name.
+    """
     out = tmp_path_factory.mktemp("toyccl")
-    subprocess.run([sys.executable, str(WORKER), str(out)], check=True, timeout=120)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(Path(__file__).parent))
+        import toyccl_worker
+
+        toyccl_worker.run(out)
     return [torch.load(out / f"rank{r}.pt") for r in range(2)]
 
 

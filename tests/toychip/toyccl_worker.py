@@ -1,7 +1,7 @@
 """Two ranks on the toy chip with toyccl, next to gloo on the CPU (run by test_toyccl.py).
 
-``python toyccl_worker.py OUT_DIR`` spawns world size 2 over a FileStore in OUT_DIR; each
-rank saves what the test checks to OUT_DIR/rank{r}.pt.
+:func:`run` (or ``python toyccl_worker.py OUT_DIR``) spawns world size 2 over a FileStore in
+OUT_DIR; each rank saves what the test checks to OUT_DIR/rank{r}.pt.
 """
 import sys
 from pathlib import Path
@@ -61,5 +61,9 @@ def worker(rank: int, out_dir: str) -> None:
     dist.destroy_process_group()
 
 
+def run(out_dir) -> None:
+    mp.spawn(worker, args=(str(out_dir),), nprocs=WORLD_SIZE)
+
+
 if __name__ == "__main__":
-    mp.spawn(worker, args=(sys.argv[1],), nprocs=WORLD_SIZE)
+    run(sys.argv[1])
