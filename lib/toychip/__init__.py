@@ -6,13 +6,19 @@
     spec      ChipSpec: the data sheet the simulated clock charges with
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
     memory    device memory = NumPy buffers on the tensor's storage, aliasing views
+    allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
     device    the "toychip" device name, device module (torch.toychip), RNG
     clock     deterministic simulated time: toychip.profile()
+    streams   torch.toychip.Stream / Event: per-stream timelines on the simulated clock
+    trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
     kernels   the kernel library (the vendor SDK), NumPy
     op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
+    registration  native_functions.yaml declares the ops; checked and registered as torchgen does
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
     autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for the matmul family
+    serialization  torch.save / torch.load (map_location) of chip tensors
+    distributed  "toyccl": the chip's collective backend for torch.distributed (over gloo)
     dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
     codegen   readable Python for each scheduled graph
@@ -20,6 +26,7 @@
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
     compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
     views     GraphView data for the course's visualisers
+    opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
 
 Example::
 
@@ -28,7 +35,7 @@ Example::
         y = torch.relu(x * 2)
     print(p.table())
 """
-from . import autocast, device, fallback, op_table
+from . import autocast, device, distributed, fallback, op_table, serialization
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -45,6 +52,8 @@ device.register()
 op_table.register()
 fallback.register()
 autocast.register()
+serialization.register()
+distributed.register()
 
 _FROM_COMPILER = ("get_generated_code", "print_generated_code")
 
@@ -65,3 +74,18 @@ __all__ = [
     "chip_kernel", "kernel_scope", "trace_dispatch", "DispatchTrace", "cpu_fallback", "set_fallback",
     "use_fallback", *_FROM_COMPILER,
 ]
+
+
+def _autoload() -> None:
+    """The ``torch.backends`` entry point: ``import torch`` calls it when a package declares it.
+
+    torch 2.13's ``_import_device_backends`` loads every entry point of the group and calls
+    it (``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns this off). A package declares it with::
+
+        [project.entry-points."torch.backends"]
+        toychip = "toychip:_autoload"
+
+    The course does not: every ``import torch`` in its environment would load the chip.
+    Importing this package already registered the chip, so there is nothing left to do;
+    like torch_npu's ``_autoload``, it exists so the entry point names a function.
+    """

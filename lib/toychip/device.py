@@ -4,7 +4,11 @@ This is step one of every out-of-tree backend (chapter 08): rename ``PrivateUse1
 chip's name, generate the ``Tensor.toychip()`` / ``is_toychip`` methods and register a
 *device module* -- the object PyTorch calls for ``torch.toychip.device_count()``,
 ``torch.manual_seed`` (via ``manual_seed_all``) and ``torch.compile``'s device checks.
-This module *is* that device module: after ``import toychip``, ``torch.toychip`` is it.
+This module *is* that device module: after ``import toychip``, ``torch.toychip`` is it,
+with ``torch.cuda``'s API where it applies: device selection, RNG state, memory
+statistics (:mod:`toychip.allocator`), streams and events (:mod:`toychip.streams`).
+Where a Python backend cannot do what a C++ one does -- one device index, streams only
+on the simulated clock -- the docstrings say so.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import numpy as np
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
+from .allocator import ALLOCATOR
 from .spec import DEFAULT_SPEC, ChipSpec
 
 NAME = "toychip"
@@ -54,6 +59,30 @@ def device_count() -> int:
 
 def current_device() -> int:
     return 0
+
+
+def set_device(device) -> None:
+    """Select the chip new tensors go to. Only ``toychip:0`` exists in practice: tensors of a
+    Python backend are made by ``torch._C._acc.create_empty_tensor``, which puts every one
+    on index 0, so another index raises (a C++ backend would switch its device guard)."""
+    check_index(device)
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index not in (None, 0):
+        raise NotImplementedError(f"toychip can only place tensors on toychip:0, not index {index}")
+
+
+class device:
+    """``with torch.toychip.device(0):`` -- selects the chip (see :func:`set_device`)."""
+
+    def __init__(self, device):
+        self.index = device
+
+    def __enter__(self):
+        set_device(self.index)
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def synchronize(device=None) -> None:
@@ -107,6 +136,65 @@ def set_rng_state(new_state: torch.Tensor, device=None) -> None:
                                 "uinteger": int.from_bytes(data[offset + 1:offset + 5], "little")}
 
 
+# --------------------------------------------------------------------------- memory
+# torch.cuda's memory functions, answered by the caching allocator (toychip.allocator).
+def memory_allocated(device=None) -> int:
+    """Bytes of device memory in blocks that tensors hold now (size classes, so >= tensor bytes)."""
+    check_index(device)
+    return ALLOCATOR.allocated()
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most :func:`memory_allocated` has been since start or :func:`reset_peak_memory_stats`."""
+    check_index(device)
+    return ALLOCATOR.peak_allocated()
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the allocator holds from the device: blocks in use plus cached free blocks."""
+    check_index(device)
+    return ALLOCATOR.reserved()
+
+
+def max_memory_reserved(device=None) -> int:
+    check_index(device)
+    return ALLOCATOR.peak_reserved()
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Peaks restart from the current values."""
+    check_index(device)
+    ALLOCATOR.reset_peak()
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """The ``*.allocated`` / ``*.freed`` totals and device-allocation counts restart from 0."""
+    check_index(device)
+    ALLOCATOR.reset_accumulated()
+
+
+def memory_stats(device=None) -> dict:
+    """``torch.cuda.memory_stats()``'s keys that apply here (``"allocated_bytes.all.current"`` ...)."""
+    check_index(device)
+    return ALLOCATOR.memory_stats()
+
+
+def memory_snapshot() -> list[dict]:
+    """Every reserved block: ``size`` (its class), ``requested`` bytes, ``state`` active/cached."""
+    return ALLOCATOR.snapshot()
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """Allocated, requested and reserved bytes, and the fragmentation between them."""
+    check_index(device)
+    return ALLOCATOR.summary()
+
+
+def empty_cache() -> None:
+    """Give the allocator's cached blocks back to the device (tensors keep theirs)."""
+    ALLOCATOR.empty_cache()
+
+
 def check_index(device) -> None:
     """Raise a clear error if ``device`` names a chip this machine does not have."""
     if device is None:
@@ -116,6 +204,11 @@ def check_index(device) -> None:
         raise RuntimeError(
             f"toychip device index {index} is out of range: this machine has "
             f"{_spec.device_count} toychip device(s) (valid: 0..{_spec.device_count - 1})")
+
+
+# The stream API of the device module (torch.toychip.Stream, ...) lives in toychip.streams,
+# which needs check_index from here: import it once this module's names exist.
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402
 
 
 def register() -> None:

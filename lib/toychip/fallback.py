@@ -116,6 +116,14 @@ def _write_back(chip: torch.Tensor, cpu: torch.Tensor) -> None:
         store(as_numpy(chip), host_array(cpu), chip.dtype)
 
 
+def _tensors_for_numbers(op, args) -> tuple:
+    """A scalar that C++ wrapped as a tensor (``remainder(t, 3)``) reaches a boxed Python
+    fallback as a plain number; the op's schema wants a tensor back."""
+    schema_args = op._schema.arguments
+    return tuple(torch.tensor(a) if isinstance(a, (int, float, bool)) and i < len(schema_args)
+                 and isinstance(schema_args[i].type, torch.TensorType) else a for i, a in enumerate(args))
+
+
 def cpu_fallback(op, *args, **kwargs):
     """The default fallback: run ``op`` on the CPU, copy mutated arguments and results back.
 
@@ -123,7 +131,7 @@ def cpu_fallback(op, *args, **kwargs):
     receive the CPU result and are returned themselves, as the schema's alias
     annotations promise; other results come back as new chip tensors.
     """
-    cpu_args, cpu_kwargs = _to_cpu(args), {k: _to_cpu(v) for k, v in kwargs.items()}
+    cpu_args, cpu_kwargs = _to_cpu(_tensors_for_numbers(op, args)), {k: _to_cpu(v) for k, v in kwargs.items()}
     result = op(*cpu_args, **cpu_kwargs)
     schema = op._schema
     written = {}  # alias set -> chip tensor written by the op

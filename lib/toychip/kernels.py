@@ -64,7 +64,7 @@ def _scaled(b, alpha):
 
 
 def _sigmoid(a, out=None):
-    out = np.negative(a, out=out)
+    out = np.negative(a, out=out) if out is not None else np.asarray(np.negative(a))  # 0-d: a scalar
     np.exp(out, out=out)
     np.add(out, 1, out=out)
     return np.reciprocal(out, out=out)
@@ -193,7 +193,8 @@ def addmm(bias, a, b, beta=1, alpha=1):
 
 # --------------------------------------------------------------------------- reductions
 def _axes(a, dim):
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+    """NumPy's ``axis`` for ATen's ``dim``: none or ``[]`` is all; a 0-d tensor takes dim 0 or -1 as all."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) or np.ndim(a) == 0:
         return None
     return tuple(dim) if isinstance(dim, (list, tuple)) else dim
 
@@ -219,12 +220,13 @@ def amax(a, dim=(), keepdim=False):
 @kernel("argmax", "reduction")
 def argmax(a, dim=None, keepdim=False):
     """out = index of the max of a along ``dim``."""
-    return np.asarray(np.argmax(a, axis=dim, keepdims=keepdim))
+    return np.asarray(np.argmax(a, axis=_axes(a, dim), keepdims=keepdim))
 
 
 @kernel("log_softmax", "reduction")
 def log_softmax(a, dim, half_to_float=False):
     """out = a - max - log(sum(exp(a - max))) along ``dim`` (stable)."""
+    dim = _axes(a, dim)
     shifted = a - np.max(a, axis=dim, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
 
@@ -232,6 +234,7 @@ def log_softmax(a, dim, half_to_float=False):
 @kernel("softmax", "reduction")
 def softmax(a, dim, half_to_float=False):
     """out = exp(a - max) / sum(exp(a - max)) along ``dim``."""
+    dim = _axes(a, dim)
     e = np.exp(a - np.max(a, axis=dim, keepdims=True))
     return e / np.sum(e, axis=dim, keepdims=True)
 
@@ -239,13 +242,13 @@ def softmax(a, dim, half_to_float=False):
 @kernel("log_softmax_backward", "reduction")
 def log_softmax_backward(grad, out, dim, input_dtype=None):
     """d input = grad - exp(out) * sum(grad) along ``dim``."""
-    return grad - np.exp(out) * np.sum(grad, axis=dim, keepdims=True)
+    return grad - np.exp(out) * np.sum(grad, axis=_axes(grad, dim), keepdims=True)
 
 
 @kernel("softmax_backward", "reduction")
 def softmax_backward(grad, out, dim, input_dtype=None):
     """d input = out * (grad - sum(grad * out)) along ``dim``."""
-    return out * (grad - np.sum(grad * out, axis=dim, keepdims=True))
+    return out * (grad - np.sum(grad * out, axis=_axes(grad, dim), keepdims=True))
 
 
 # --------------------------------------------------------------------------- losses
@@ -357,6 +360,129 @@ def conv2d_backward(grad, x, weight, stride=(1, 1), padding=(0, 0), dilation=(1,
     return np.ascontiguousarray(grad_x), grad_w, grad.sum(axis=(0, 2, 3))
 
 
+# --------------------------------------------------------------------------- normalisation, pooling
+def _channel_view(v, ndim):
+    """A per-channel vector shaped to broadcast over (N, C, *spatial)."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+@kernel("batch_norm", "reduction")
+def batch_norm(x, weight=None, bias=None, running_mean=None, running_var=None, training=True,
+               momentum=0.1, eps=1e-5):
+    """out = (x - mean_c) / sqrt(var_c + eps) * w_c + b_c over channel c (dim 1).
+
+    Training: batch statistics (accumulated in float64, as PyTorch's CPU kernel does), and
+    the running statistics *after* the step: ``(1 - m) * running + m * batch`` (variance
+    unbiased). Eval: the running statistics normalise; they come back unchanged.
+    Returns (out, save_mean, save_invstd, new_running_mean, new_running_var): the outputs
+    of ``_native_batch_norm_legit_functional``; a kernel never writes its inputs.
+    """
+    axes = (0,) + tuple(range(2, x.ndim))
+    if training:
+        mean = np.mean(x, axis=axes, dtype=np.float64)
+        var = np.mean(np.square(x - _channel_view(mean, x.ndim)), axis=axes)
+    else:
+        mean, var = running_mean.astype(np.float64), running_var.astype(np.float64)
+    invstd = 1.0 / np.sqrt(var + eps)
+    scale = invstd if weight is None else invstd * weight
+    shift = -mean * scale if bias is None else bias - mean * scale
+    out = (x * _channel_view(scale.astype(x.dtype), x.ndim) + _channel_view(shift.astype(x.dtype), x.ndim))
+    new_mean = new_var = None
+    if running_mean is not None:
+        if training:
+            n = x.size // x.shape[1]
+            new_mean = ((1 - momentum) * running_mean + momentum * mean).astype(running_mean.dtype)
+            new_var = ((1 - momentum) * running_var + momentum * var * n / max(n - 1, 1)).astype(running_var.dtype)
+        else:
+            new_mean, new_var = running_mean.copy(), running_var.copy()
+    if not training:  # PyTorch returns no saved statistics in eval mode
+        return out.astype(x.dtype), np.empty(0, x.dtype), np.empty(0, x.dtype), new_mean, new_var
+    return out.astype(x.dtype), mean.astype(x.dtype), invstd.astype(x.dtype), new_mean, new_var
+
+
+@kernel("batch_norm_backward")
+def batch_norm_backward(grad, x, weight=None, running_mean=None, running_var=None, save_mean=None,
+                        save_invstd=None, training=True, eps=1e-5, output_mask=(True, True, True)):
+    """(d x, d w, d b) of :func:`batch_norm`; with xhat = (x - mean) * invstd per channel:
+    d b = sum(g), d w = sum(g * xhat), and in training
+    d x = w * invstd * (g - d b / n - xhat * d w / n)  (eval: d x = g * w * invstd).
+    """
+    axes = (0,) + tuple(range(2, x.ndim))
+    if training:
+        mean, invstd = save_mean.astype(np.float64), save_invstd.astype(np.float64)
+    else:
+        mean = running_mean.astype(np.float64)
+        invstd = 1.0 / np.sqrt(running_var.astype(np.float64) + eps)
+    xhat = (x - _channel_view(mean, x.ndim)) * _channel_view(invstd, x.ndim)
+    grad_bias = np.sum(grad, axis=axes, dtype=np.float64)
+    grad_weight = np.sum(grad * xhat, axis=axes)
+    w = np.ones(x.shape[1]) if weight is None else weight
+    scale = _channel_view(w * invstd, x.ndim)
+    if training:
+        n = x.size // x.shape[1]
+        grad_x = scale * (grad - _channel_view(grad_bias / n, x.ndim) - xhat * _channel_view(grad_weight / n, x.ndim))
+    else:
+        grad_x = grad * scale
+    return grad_x.astype(x.dtype), grad_weight.astype(x.dtype), grad_bias.astype(x.dtype)
+
+
+def _pool_size(size, k, stride, pad, dilation, ceil_mode) -> int:
+    """PyTorch's pooling output size (a last window must start inside the padded input)."""
+    span = size + 2 * pad - dilation * (k - 1) - 1
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _pool_args(kernel_size, stride, padding, dilation):
+    pair = lambda v: (v[0], v[-1]) if isinstance(v, (list, tuple)) and v else (v, v)
+    return pair(kernel_size), pair(stride or kernel_size), pair(padding), pair(dilation)
+
+
+def _pool_windows(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """(windows[n, c, i, j, p*kw + q], out_h, out_w): padded with the dtype's lowest value."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _pool_args(kernel_size, stride, padding, dilation)
+    h, w = x.shape[2:]
+    oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    extra_h = max((oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph), 0)
+    extra_w = max((ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw), 0)
+    lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph + extra_h), (pw, pw + extra_w)), constant_values=lowest)
+    cols = _windows(xp, kh, kw, (sh, sw), (dh, dw))[:, :, :oh, :ow]
+    return cols.reshape(cols.shape[:4] + (kh * kw,)), (kh, kw), (sh, sw), (ph, pw), (dh, dw)
+
+
+@kernel("max_pool2d", "reduction")
+def max_pool2d(x, kernel_size, stride=(), padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    """out[n, c, i, j] = max over the window at (i*s - pad, j*s - pad); also returns the
+    flat index (row * W + col) of the first maximum in each window, as PyTorch does."""
+    batched = x if x.ndim == 4 else x[None]
+    cols, (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _pool_windows(batched, kernel_size, stride, padding,
+                                                                  dilation, ceil_mode)
+    first = np.argmax(cols, axis=-1)
+    out = np.take_along_axis(cols, first[..., None], axis=-1)[..., 0]
+    oh, ow = out.shape[2:]
+    rows = np.arange(oh)[:, None] * sh - ph + (first // kw) * dh
+    columns = np.arange(ow)[None, :] * sw - pw + (first % kw) * dw
+    indices = (rows * batched.shape[3] + columns).astype(np.int64)
+    if x.ndim == 3:
+        out, indices = out[0], indices[0]
+    return np.ascontiguousarray(out), indices
+
+
+@kernel("max_pool2d_backward")
+def max_pool2d_backward(grad, x, kernel_size, stride=(), padding=(0, 0), dilation=(1, 1), ceil_mode=False,
+                        indices=None):
+    """d x[n, c, indices[n, c, i, j]] += grad[n, c, i, j]: each window's gradient goes to its max."""
+    planes = x.shape[0] * x.shape[1] if x.ndim == 4 else x.shape[0]
+    plane_size = x.shape[-2] * x.shape[-1]
+    flat = indices.reshape(planes, -1) + (np.arange(planes) * plane_size)[:, None]
+    summed = np.bincount(flat.reshape(-1), weights=grad.reshape(-1), minlength=planes * plane_size)
+    return summed.astype(x.dtype).reshape(x.shape)
+
+
 # --------------------------------------------------------------------------- graph-only ops
 # Views and factories that appear in compiled/lazy graphs. Eager mode never calls these:
 # there a view is an alias of the storage (see toychip.memory.alias).
@@ -444,6 +570,33 @@ def scatter(a, dim, index, value):
     """out = a, then out[i][index[i][j]] = value  (for dim=1)."""
     out = np.array(a)
     np.put_along_axis(out, index, value, axis=dim)
+    return out
+
+
+@kernel("select_scatter")
+def select_scatter(a, src, dim, index):
+    """out = a, then out[..., index, ...] = src along ``dim``."""
+    out = np.array(a)
+    np.moveaxis(out, dim, 0)[index] = src
+    return out
+
+
+@kernel("slice_scatter")
+def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
+    """out = a, then out[..., start:end:step, ...] = src along ``dim``."""
+    out = np.array(a)
+    np.moveaxis(out, dim, 0)[start:end:step] = np.moveaxis(src, dim, 0)
+    return out
+
+
+@kernel("diagonal_scatter")
+def diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
+    """out = a, then out's diagonal ``offset`` of the (dim1, dim2) planes = src (diagonal last)."""
+    out = np.array(a)
+    planes = np.moveaxis(out, (dim1, dim2), (-2, -1))
+    n = src.shape[-1]
+    rows, cols = np.arange(n) + max(-offset, 0), np.arange(n) + max(offset, 0)
+    planes[..., rows, cols] = src
     return out
 
 

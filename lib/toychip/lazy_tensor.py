@@ -261,12 +261,46 @@ def _record_inplace(op, args, kwargs):
     if meta.dtype != self.dtype:
         node = _record_node(aten._to_copy.default, (node,), {"dtype": self.dtype},
                             meta.to(self.dtype))
-    storage = self.untyped_storage()
-    if hasattr(storage, "_buf"):
-        del storage._buf
+    _make_pending(self.untyped_storage(), node)
+    return self
+
+
+def _make_pending(storage, node: LazyNode) -> None:
+    """``storage``'s value is now ``node``: its buffer and allocator block go until the graph runs."""
+    for name in ("_buf", "_block"):
+        if hasattr(storage, name):
+            delattr(storage, name)
     storage._lazy = node
     _pending.append(weakref.ref(storage))
-    return self
+
+
+def _written(entry, args) -> list:
+    """(output index, tensor) for each argument the op writes (``OpEntry.writes``)."""
+    return [(output, args[i]) for output, i in entry.writes
+            if i < len(args) and isinstance(args[i], torch.Tensor)]
+
+
+def _record_functionalized(func, entry, args, kwargs):
+    """``native_batch_norm`` updating running stats: record ``entry.functional`` and
+    re-point each written argument's storage at the functional op's output for it."""
+    written = _written(entry, args)
+    if not written:  # nothing to write (no running statistics): the op is functional
+        return _record(func, args, kwargs)
+    outputs = _record(entry.functional, args, kwargs)
+    for output, target in written:
+        _make_pending(target.untyped_storage(), outputs[output].untyped_storage()._lazy)
+    return outputs[:len(func._schema.returns)]
+
+
+def _try_record(func, entry, args, kwargs):
+    """Record a chip op; ``None`` if it must run eagerly (it writes part of a storage)."""
+    if entry.writes:
+        if all(_owns_storage(t) for _, t in _written(entry, args)):
+            return _record_functionalized(func, entry, args, kwargs)
+        return None
+    if not entry.inplace:
+        return _record(func, args, kwargs)
+    return _record_inplace(func, args, kwargs) if _owns_storage(args[0]) else None
 
 
 def _is_chip_tensor(value) -> bool:
@@ -314,10 +348,9 @@ class LazyMode(TorchDispatchMode):
         declined = False
         if entry is not None and _all_chip(args):
             declined = _declines(entry, args, kwargs)
-            if not declined and not entry.inplace:
-                return _record(func, args, kwargs)
-            if not declined and _owns_storage(args[0]):
-                return _record_inplace(func, args, kwargs)
+            recorded = None if declined else _try_record(func, entry, args, kwargs)
+            if recorded is not None:
+                return recorded
         if func._schema.is_mutable and any(_is_chip_tensor(t) for t in _tensors(args)):
             sync("eager_write", func)  # pending reads of the old value must run first
         previous, _eager_call = _eager_call, (func, args, kwargs, declined)
@@ -540,7 +573,9 @@ def sync(reason: str = "explicit", op=None) -> None:
     program = _program_for(order, outputs, graph, signature, nodes)
     results = program.fn(*inputs)
     for storage, result in zip(roots, results):
-        storage._buf = np.asarray(result, order="C").reshape(-1)
+        buffer = np.asarray(result, order="C")
+        storage._buf = buffer.reshape(-1)
+        storage._block = memory.lease(buffer)  # booked, but not counted by profiles (yet)
         del storage._lazy
     executed = sum(n.target != "data" for n in order)
     _metrics.graphs_executed += 1

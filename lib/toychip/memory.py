@@ -20,6 +20,9 @@ buffer is freed, giving the profile's ``allocated_bytes``, ``live_bytes`` and
 ``peak_bytes``. Buffers that existed before the block (parameters, inputs) are not
 counted; neither are the scratch arrays *inside* one compiled program -- what a program
 returns is -- nor, for now, the buffers lazy mode materialises.
+
+Every fresh buffer, inside a profile or not, is also booked by the caching allocator
+(:mod:`toychip.allocator`: blocks, size classes, ``memory_allocated``/``memory_reserved``).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import weakref
 import numpy as np
 import torch
 
+from .allocator import ALLOCATOR
 from .dtypes import BUFFER_DTYPE, COMPUTE_DTYPE, TORCH_DTYPE
 
 # The dtypes kernels compute in directly (see toychip.dtypes for float16/bfloat16).
@@ -71,6 +75,22 @@ def count_buffer(array: np.ndarray) -> None:
     weakref.finalize(array, _release, id(array), nbytes, counters).atexit = False
 
 
+def hold(storage, array: np.ndarray, counted: bool = True) -> None:
+    """``storage``'s device memory is now ``array``: its flat buffer, the caching allocator's
+    block for it (``storage._block``, returned to the cache when the storage dies; always
+    booked, like ``torch.cuda.memory_allocated``), and open profiles count it.
+    ``counted=False``: memory already on the chip (see :func:`wrap`), not booked again."""
+    storage._buf = array if array.ndim == 1 else array.reshape(-1)
+    storage._block = lease(array) if counted else None
+    if _counters and counted:
+        count_buffer(array)
+
+
+def lease(array: np.ndarray):
+    """The allocator's block for a fresh buffer (``None`` for a view: its memory is booked)."""
+    return ALLOCATOR.lease(array) if array.base is None else None
+
+
 def _release(key: int, nbytes: int, counters: tuple) -> None:
     _counted.discard(key)
     for c in counters:
@@ -103,10 +123,8 @@ def wrap(array, counted: bool = True) -> torch.Tensor:
         dtype = TORCH_DTYPE[array.dtype]
     except KeyError:
         raise TypeError(f"toychip kernel produced unsupported dtype {array.dtype}") from None
-    if _counters and counted:
-        count_buffer(array)
     t = _create_empty(array.shape, dtype)
-    t.untyped_storage()._buf = array.reshape(-1)
+    hold(t.untyped_storage(), array, counted)
     return t
 
 
@@ -123,9 +141,7 @@ def allocate(size, stride, dtype: torch.dtype) -> torch.Tensor:
     size, stride = list(size), list(stride)
     if stride == contiguous_strides(size):
         t = _create_empty(size, dtype)
-        buf = t.untyped_storage()._buf = np.empty(storage_nelems(size, stride), np_dtype)
-        if _counters:
-            count_buffer(buf)
+        hold(t.untyped_storage(), np.empty(storage_nelems(size, stride), np_dtype))
         return t
     base = wrap(np.empty(storage_nelems(size, stride), np_dtype))
     return alias(base, size, stride, 0)
@@ -162,6 +178,17 @@ def restride(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
     return t
 
 
+def set_storage(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
+    """``t.set_(storage, ...)``: ``t`` views ``storage``. Bytes restored by ``torch.load``
+    arrive as a uint8 buffer; they take ``t``'s dtype here (the bytes are not copied)."""
+    buf = storage._buf
+    np_dtype = check_dtype(t.dtype)
+    if buf.dtype != np_dtype:
+        storage._buf = buf.view(np_dtype)
+    _set_storage.redispatch(_META_KEYS, t, storage, offset, size, stride)
+    return t
+
+
 def resize(t: torch.Tensor, size) -> torch.Tensor:
     """``resize_`` on the chip: contiguous ``size``, keeping the data; the buffer grows if needed."""
     size = list(size)
@@ -170,21 +197,24 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
     if needed > storage._buf.size:
         grown = np.empty(needed, storage._buf.dtype)
         grown[:storage._buf.size] = storage._buf
-        storage._buf = grown
-        if _counters:
-            count_buffer(grown)
+        hold(storage, grown)
     return restride(t, size, contiguous_strides(size), t.storage_offset())
 
 
 def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
     """Point ``t`` (in place) at a fresh buffer holding ``array``: ``resize_`` and ``out=`` results."""
     array = np.asarray(array, order="C")
-    if _counters:
-        count_buffer(array)
     storage = t.untyped_storage()
-    storage._buf = array.reshape(-1)
+    hold(storage, array)
     _set_storage.redispatch(_META_KEYS, t, storage, 0, array.shape, contiguous_strides(array.shape))
     return t
+
+
+def buffer_of(storage) -> np.ndarray:
+    """A chip storage's flat buffer, running its pending lazy graph first if it has one."""
+    if not hasattr(storage, "_buf") and hasattr(storage, "_lazy") and _materializer is not None:
+        _materializer(storage)
+    return storage._buf
 
 
 def as_numpy(t: torch.Tensor) -> np.ndarray:
@@ -199,8 +229,12 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     if t.is_contiguous():
         off = t.storage_offset()
         return buf[off:off + t.numel()].reshape(t.shape)
+    offset = t.storage_offset()
+    if offset + storage_nelems(t.shape, t.stride()) > buf.size:  # as_strided does not check
+        raise RuntimeError(f"toychip: a view of size {tuple(t.shape)}, stride {t.stride()} and offset "
+                           f"{offset} reaches past its storage of {buf.size} elements")
     size = buf.itemsize
-    return _np_as_strided(buf[t.storage_offset():], t.shape, [s * size for s in t.stride()])
+    return _np_as_strided(buf[offset:], t.shape, [s * size for s in t.stride()])
 
 
 def _as_numpy_slow(t: torch.Tensor) -> np.ndarray:

@@ -6,7 +6,8 @@ This is the heart of porting a chip (chapter 08) and what the dispatcher calls
 ``torch.library.Library("aten", "IMPL").impl(op, fn, "PrivateUse1")``, plus the memory
 ops every device needs (``empty_strided``, ``_copy_from``, views, ``fill_`` ...).
 The lazy executor and the compiler call the same entries on NumPy arrays
-(:meth:`OpEntry.run`), so all three modes share one kernel library.
+(:meth:`OpEntry.run`), so all three modes share one kernel library. Which of these kernels
+the dispatcher gets is declared in ``native_functions.yaml`` (see :mod:`toychip.registration`).
 
 ``torch._C._dispatch_dump("aten::relu")`` then shows a ``PrivateUse1`` kernel
 registered from this file.
@@ -20,13 +21,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import clock, device
+from . import clock, device, registration
 from .device import check_index
 from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_buffer, narrow, store, \
     values_of, widen
 from .kernels import KERNELS, Kernel
 from .memory import NUMPY_DTYPE, DeviceMismatchError, alias, allocate, as_numpy, check_dtype, \
-    contiguous_strides, resize, restride, wrap
+    contiguous_strides, resize, restride, set_storage, wrap
 
 aten = torch.ops.aten
 Tensor = torch.Tensor
@@ -42,12 +43,21 @@ class OpEntry:
     ``adapt(*args, **kwargs) -> (args, kwargs)`` reorders ATen's arguments into the
     kernel's when they differ (``None``: same order); ``inplace`` marks ``add_``-style
     variants that write their result into argument 0.
+
+    Some ATen ops write arguments that the kernel, being functional, returns instead:
+    ``native_batch_norm`` updates the running statistics in place, the ``batch_norm``
+    kernel returns them as outputs 3 and 4. ``writes`` pairs such outputs with the
+    arguments they replace (``((3, 3), (4, 4))``): eager mode copies them in; lazy mode
+    records the ``functional`` op instead (``_native_batch_norm_legit_functional``) and
+    re-points the arguments at its outputs -- the same functionalisation AOTAutograd does.
     """
 
     op: torch._ops.OpOverload
     kernel: Kernel
     adapt: Callable | None = None
     inplace: bool = False
+    writes: tuple = ()
+    functional: torch._ops.OpOverload | None = None
 
     def run(self, *args, **kwargs):
         """Run the kernel on NumPy arguments (the lazy executor and compiled code call this)."""
@@ -103,6 +113,10 @@ def _convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transp
     return (g, x, w, stride, padding, dilation), {}
 
 
+def _batch_norm_no_training(x, w, b, running_mean, running_var, momentum, eps):
+    return (x, w, b, running_mean, running_var, False, momentum, eps), {}
+
+
 def conv_supported(node_args) -> bool:
     """Whether a ``convolution`` call (FX args) fits the chip's conv2d kernel."""
     x = node_args[0]
@@ -139,6 +153,21 @@ _COMPUTE_OPS = {
     "mse_loss.default": "mse_loss", "mse_loss_backward.default": "mse_loss_backward",
     "convolution.default": ("conv2d", _convolution),
     "convolution_backward.default": ("conv2d_backward", _convolution_backward),
+    "_native_batch_norm_legit_functional.default": "batch_norm",
+    "_native_batch_norm_legit_no_training.default": ("batch_norm", _batch_norm_no_training),
+    "native_batch_norm_backward.default": "batch_norm_backward",
+    "max_pool2d_with_indices.default": "max_pool2d",
+    "max_pool2d_with_indices_backward.default": "max_pool2d_backward",
+    "select_scatter.default": "select_scatter", "slice_scatter.default": "slice_scatter",
+    "diagonal_scatter.default": "diagonal_scatter",
+}
+
+# Ops that write arguments the kernel returns: ATen op -> (kernel, (output, argument) pairs,
+# the functional op lazy mode records instead); see OpEntry.
+_WRITING_OPS = {
+    "native_batch_norm.default": ("batch_norm", ((3, 3), (4, 4)), "_native_batch_norm_legit_functional.default"),
+    "_native_batch_norm_legit.default": ("batch_norm", ((3, 3), (4, 4)),
+                                         "_native_batch_norm_legit_functional.default"),
 }
 
 
@@ -214,8 +243,14 @@ def _build_table(spec: dict, with_inplace: bool) -> dict:
     return table
 
 
+def _writing_entries() -> dict:
+    return {_overload(q): OpEntry(_overload(q), KERNELS[k], writes=writes, functional=_overload(functional))
+            for q, (k, writes, functional) in _WRITING_OPS.items()}
+
+
 # Registered for PrivateUse1 (eager) and used by graphs.
-OP_TABLE: dict[torch._ops.OpOverload, OpEntry] = _build_table(_COMPUTE_OPS, with_inplace=True)
+OP_TABLE: dict[torch._ops.OpOverload, OpEntry] = {**_build_table(_COMPUTE_OPS, with_inplace=True),
+                                                  **_writing_entries()}
 # Everything a compiled or lazy graph may run on the chip.
 GRAPH_TABLE: dict[torch._ops.OpOverload, OpEntry] = {
     **OP_TABLE, **_build_table(_GRAPH_OPS, with_inplace=False)}
@@ -296,7 +331,7 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
     """
     result = entry.kernel.fn(*arrays, **kw)
     computed = result if isinstance(result, tuple) else (result,)
-    stored = tuple(narrow(r, _result_dtype(r, entry, args, half)) for r in computed)
+    stored = tuple(r if r is None else narrow(r, _result_dtype(r, entry, args, half)) for r in computed)
     if clock._active:
         inputs = [as_numpy(a) for a in args if isinstance(a, Tensor)]
         clock.charge_kernel(name, clock.array_bytes(inputs) + clock.array_bytes(stored),
@@ -304,8 +339,18 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
     if entry.inplace:
         store(as_numpy(args[0]), computed[0], args[0].dtype)
         return args[0]
-    wrapped = tuple(wrap(r) for r in stored)
+    if entry.writes:
+        _write_arguments(entry, args, computed)
+    wrapped = tuple(wrap(r) for r in stored[:len(entry.op._schema.returns)])
     return wrapped if isinstance(result, tuple) else wrapped[0]
+
+
+def _write_arguments(entry: OpEntry, args, results: tuple) -> None:
+    """Copy the outputs that ``entry.writes`` names into their arguments (e.g. running stats)."""
+    for output, argument in entry.writes:
+        target = args[argument] if argument < len(args) else None
+        if isinstance(target, Tensor) and results[output] is not None:
+            store(as_numpy(target), results[output], target.dtype)
 
 
 def _pointwise_dtype(args) -> torch.dtype:
@@ -328,9 +373,10 @@ def eager_kernel(entry: OpEntry) -> Callable:
     Kept flat on purpose: this closure runs for every eager op (the <= 15 us budget).
     """
     name = str(entry.op).removeprefix("aten.")
-    fn, flops, kind, adapt, inplace = entry.kernel.fn, entry.kernel.flops, entry.kernel.kind, \
-        entry.adapt, entry.inplace
+    fn, flops, kind, adapt, inplace, writes = entry.kernel.fn, entry.kernel.flops, entry.kernel.kind, \
+        entry.adapt, entry.inplace, entry.writes
     promotes = kind == "pointwise"  # pointwise results follow PyTorch's type promotion
+    returns = len(entry.op._schema.returns)  # a kernel may return more (see OpEntry.writes)
 
     def run(*args, **kwargs):
         try:
@@ -357,8 +403,11 @@ def eager_kernel(entry: OpEntry) -> Callable:
         if inplace:
             return args[0]
         if isinstance(result, tuple):
-            return tuple(wrap(r) for r in result)
-        if promotes and result.dtype != arrays[0].dtype and result.dtype.kind != "b":
+            if writes:
+                _write_arguments(entry, args, result)
+            return tuple(wrap(r) for r in result[:returns])
+        first = arrays[0]  # a Python scalar for pow.Scalar
+        if promotes and result.dtype.kind != "b" and (not isinstance(first, np.ndarray) or result.dtype != first.dtype):
             result = _promoted(result, args)
         return wrap(result)
 
@@ -406,6 +455,10 @@ def _as_strided(t, size, stride, storage_offset=None):
 
 def _as_strided_inplace(t, size, stride, storage_offset=None):
     return restride(t, size, stride, t.storage_offset() if storage_offset is None else storage_offset)
+
+
+def _set_source_storage(t, source, storage_offset=0, size=(), stride=()):
+    return set_storage(t, source, storage_offset, size, stride)
 
 
 def _resize(t, size, memory_format=None):
@@ -481,26 +534,35 @@ def _counted(name: str, fn: Callable) -> Callable:
 MEMORY_OPS = {
     "empty.memory_format": _empty_memory_format, "empty_strided": _empty_strided,
     "as_strided": _as_strided, "as_strided_": _as_strided_inplace, "resize_": _resize, "view": _view,
+    "set_.source_Storage_storage_offset": _set_source_storage,
     "_reshape_alias": _reshape_alias,
     "_local_scalar_dense": _local_scalar_dense, "fill_.Scalar": _fill, "fill_.Tensor": _fill,
     "zero_": _zero, "normal_": _normal, "uniform_": _uniform,
 }
 
+def eager_kernels() -> dict[str, Callable]:
+    """The kernel library as the registration sees it: YAML op name -> PrivateUse1 kernel."""
+    kernels = {"_copy_from": _copy_from}
+    for name, fn in MEMORY_OPS.items():
+        kernels[name] = fn if name.startswith("empty") else _counted(name, fn)
+    for op, entry in OP_TABLE.items():
+        kernels[registration.op_name(op)] = eager_kernel(entry)
+    return kernels
+
+
 _LIB = None
 
 
 def register() -> None:
-    """Install every table row and memory op as a PrivateUse1 kernel (idempotent)."""
+    """Register the ops native_functions.yaml declares, with their kernels (idempotent).
+
+    :mod:`toychip.registration` checks the YAML against :func:`eager_kernels` first.
+    """
     global _LIB
     if _LIB is not None:
         return
     _LIB = torch.library.Library("aten", "IMPL")
-    _LIB.impl("_copy_from", _copy_from, "PrivateUse1")
-    for name, fn in MEMORY_OPS.items():
-        counted = fn if name.startswith("empty") else _counted(name, fn)
-        _LIB.impl(name, counted, "PrivateUse1")
-    for op, entry in OP_TABLE.items():
-        _LIB.impl(op, eager_kernel(entry), "PrivateUse1")
+    registration.register(_LIB, eager_kernels())
 
 
 def ops_table() -> str:

@@ -25,6 +25,9 @@ class ChipSpec:
     * ``copy_us`` / ``link_bytes_per_us``: fixed cost and bandwidth of one host<->device
       copy over the host link (PCIe-like); this is what a CPU fallback pays twice.
     * ``device_count``: how many chips ``toychip:N`` may address.
+    * ``malloc_us``: cost of reserving a new block of device memory (``cudaMalloc``) when
+      the caching allocator misses (:mod:`toychip.allocator`); a hit costs nothing. 0 by
+      default, so a program's simulated time does not depend on what ran before it.
     """
 
     name: str = "toychip-v1"
@@ -34,6 +37,7 @@ class ChipSpec:
     copy_us: float = 10.0
     link_bytes_per_us: float = 16e3      # 16 GB/s
     device_count: int = 1
+    malloc_us: float = 0.0
 
     def kernel_us(self, nbytes: int, flops: int) -> float:
         """Simulated time of one kernel that moves ``nbytes`` and computes ``flops``."""

@@ -17,7 +17,7 @@ def test_dispatch_keys_view_is_a_chain_ending_in_the_backend(chip_pair):
 
 
 def test_partition_view_has_chip_cpu_and_fusion_clusters():
-    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),
                           nn.Linear(8, 3), nn.ReLU()).to("toychip")
     torch._dynamo.reset()
     with torch.no_grad():

@@ -1,0 +1,114 @@
+"""Does the caching allocator reuse blocks by size class, report like torch.cuda and charge misses?"""
+import gc
+
+import pytest
+import torch
+
+import toychip
+from toychip.allocator import ALLOCATOR, size_class
+
+FLOAT = 4
+
+
+@pytest.fixture(autouse=True)
+def empty_allocator():
+    """Start from an empty cache, with no garbage collection freeing blocks mid-test."""
+    gc.collect()
+    torch.toychip.empty_cache()
+    gc.disable()
+    yield
+    gc.enable()
+
+
+def test_size_classes_are_512_byte_multiples_then_2_mib():
+    assert [size_class(n) for n in (1, 512, 513, 1 << 20)] == [512, 512, 1024, 1 << 20]
+    assert size_class((1 << 20) + 1) == 2 << 20 and size_class((2 << 20) + 1) == 4 << 20
+
+
+def test_a_freed_block_is_reused_by_a_request_of_its_size_class():
+    x = torch.ones(1000, device="toychip")
+    misses, reserved = ALLOCATOR.num_device_alloc, torch.toychip.memory_reserved()
+    del x
+    assert torch.toychip.memory_reserved() == reserved      # the block stays in the cache
+    y = torch.zeros(1010, device="toychip")                  # 4040 bytes: the same 4096-byte class
+    assert ALLOCATOR.num_device_alloc == misses              # a hit: no new device allocation
+    z = torch.zeros(2000, device="toychip")                  # another class: a miss
+    assert ALLOCATOR.num_device_alloc == misses + 1
+    del y, z
+
+
+def test_reserved_minus_allocated_shows_rounding_and_cached_blocks():
+    base_allocated, base_reserved = torch.toychip.memory_allocated(), torch.toychip.memory_reserved()
+    keep = torch.ones(100, device="toychip")                 # 400 bytes in a 512-byte block
+    drop = torch.ones(300, device="toychip")                 # 1200 bytes in a 1536-byte block
+    assert torch.toychip.memory_allocated() - base_allocated == 512 + 1536
+    del drop
+    assert torch.toychip.memory_allocated() - base_allocated == 512
+    assert torch.toychip.memory_reserved() - base_reserved == 512 + 1536
+    states = [(b["size"], b["requested"], b["state"]) for b in torch.toychip.memory_snapshot()]
+    assert (512, 400, "active") in states and (1536, 0, "cached") in states
+    assert "fragmentation" in torch.toychip.memory_summary()
+    torch.toychip.empty_cache()
+    assert torch.toychip.memory_reserved() - base_reserved == 512   # the block in use stays
+    del keep
+
+
+def test_peak_and_reset_peak_memory_stats():
+    torch.toychip.reset_peak_memory_stats()
+    start = torch.toychip.memory_allocated()
+    x = torch.ones(1024, device="toychip")
+    y = x * 2
+    del x, y
+    assert torch.toychip.max_memory_allocated() - start == 2 * 1024 * FLOAT
+    torch.toychip.reset_peak_memory_stats()
+    assert torch.toychip.max_memory_allocated() == torch.toychip.memory_allocated()
+
+
+def test_memory_stats_uses_torch_cuda_key_names():
+    stats = torch.toychip.memory_stats()
+    for group in ("allocated_bytes", "reserved_bytes", "active_bytes", "allocation", "segment"):
+        for field in ("current", "peak", "allocated", "freed"):
+            assert f"{group}.all.{field}" in stats
+    assert stats["allocated_bytes.all.current"] == torch.toychip.memory_allocated()
+    assert stats["requested_bytes.all.current"] <= stats["allocated_bytes.all.current"]
+    assert stats["num_device_alloc"] == ALLOCATOR.num_device_alloc and stats["num_ooms"] == 0
+
+
+def test_a_miss_costs_malloc_us_on_the_clock_and_a_hit_costs_nothing():
+    chip = toychip.ChipSpec(malloc_us=50.0)
+    x = torch.ones(256, device="toychip")
+    with toychip.profile(spec=chip) as miss:
+        y = x + 1                                            # 1024 bytes: the cache has none
+    del y
+    with toychip.profile(spec=chip) as hit:
+        y = x + 1                                            # reuses the block just freed
+    assert (miss.mallocs, miss.reserved_bytes) == (1, 1024) and hit.mallocs == 0
+    assert miss.kernels["malloc"].time_us == 50.0 and "malloc" not in hit.kernels
+    assert miss.time_us == pytest.approx(hit.time_us + 50.0)
+
+
+def test_the_default_chip_charges_no_time_for_allocation():
+    x = torch.ones(4096, device="toychip")
+    with toychip.profile() as p:
+        y = x.exp()
+    assert p.mallocs == 1 and "malloc" not in p.kernels
+    assert p.time_us == toychip.DEFAULT_SPEC.kernel_us(2 * 4096 * FLOAT, 4096)
+    del y
+
+
+def test_buffers_materialised_by_lazy_mode_are_booked():
+    x = torch.ones(512, device="toychip")
+    before = torch.toychip.memory_allocated()
+    with toychip.lazy():
+        y = x * 3
+    assert torch.toychip.memory_allocated() - before == 512 * FLOAT
+    del y
+
+
+def test_a_pending_lazy_value_holds_no_block_until_its_graph_runs():
+    x = torch.ones(1024, device="toychip")
+    before = torch.toychip.memory_allocated()
+    with toychip.lazy():
+        x.add_(1)                                            # x's storage now holds a graph node
+        assert torch.toychip.memory_allocated() == before - 1024 * FLOAT
+    assert torch.toychip.memory_allocated() == before and x.cpu()[0].item() == 2.0

@@ -1,0 +1,103 @@
+"""Do streams and events shape the simulated timeline: copies overlapping kernels, event times?"""
+import pytest
+import torch
+
+import toychip
+
+tc = torch.toychip
+SPEC = toychip.DEFAULT_SPEC
+
+
+def test_on_one_stream_elapsed_time_is_the_busy_time():
+    x = torch.randn(64, 64, device="toychip")
+    with toychip.profile() as p:
+        y = torch.relu(x @ x).cpu()
+    assert p.elapsed_us == p.time_us > 0
+    del y
+
+
+def test_a_copy_on_a_side_stream_overlaps_a_kernel():
+    batch, x = torch.randn(256, 256), torch.randn(256, 256, device="toychip")
+    copy_us = SPEC.copy_us_for(batch.nbytes)
+    kernel_us = SPEC.kernel_us(3 * x.nbytes, 2 * 256 ** 3)
+    side = tc.Stream()
+    with toychip.profile() as p:
+        with tc.stream(side):
+            nxt = batch.to("toychip", non_blocking=True)
+        y = x @ x                                            # default stream, compute engine
+        tc.current_stream().wait_stream(side)
+        z = nxt + y
+    add_us = SPEC.kernel_us(3 * x.nbytes, x.numel())
+    assert p.time_us == pytest.approx(copy_us + kernel_us + add_us)
+    assert p.elapsed_us == pytest.approx(max(copy_us, kernel_us) + add_us)   # the add waits for both
+    del z
+
+
+def test_two_kernels_on_two_streams_share_the_compute_engine():
+    x = torch.randn(128, 128, device="toychip")
+    side = tc.Stream()
+    with toychip.profile() as p:
+        a = x @ x
+        with tc.stream(side):
+            b = x @ x
+    assert p.elapsed_us == pytest.approx(p.time_us)           # one compute engine: no overlap
+    del a, b
+
+
+def test_event_elapsed_time_is_simulated_milliseconds():
+    x = torch.randn(1000, device="toychip")
+    start, end = tc.Event(enable_timing=True), tc.Event(enable_timing=True)
+    with toychip.profile():
+        start.record()
+        x.exp()
+        end.record()
+    assert start.elapsed_time(end) == pytest.approx(SPEC.kernel_us(2 * x.nbytes, x.numel()) / 1000)
+
+
+def test_waiting_on_an_event_delays_the_waiting_stream_only():
+    x = torch.randn(1000, device="toychip")
+    side, done = tc.Stream(), tc.Event()
+    with toychip.profile() as p:
+        with tc.stream(side):
+            x.exp()
+            done.record()
+        before = p.stream_us.get(0, 0.0)
+        tc.current_stream().wait_event(done)
+    assert before == 0.0 and p.stream_us[0] == p.stream_us[side.stream_id] > 0
+
+
+def test_elapsed_time_needs_timing_and_an_open_profile():
+    start, end = tc.Event(enable_timing=True), tc.Event(enable_timing=True)
+    start.record()
+    end.record()
+    with pytest.raises(RuntimeError, match="toychip.profile"):
+        start.elapsed_time(end)
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        tc.Event().elapsed_time(end)
+
+
+def test_stream_context_restores_the_previous_stream():
+    side = tc.Stream()
+    with side:
+        assert tc.current_stream() is side
+        with tc.stream(None):
+            assert tc.current_stream() is side
+    assert tc.current_stream() == tc.default_stream() and side.query()
+
+
+def test_chrome_trace_has_one_row_per_stream_and_the_overlap(tmp_path):
+    import json
+
+    batch, x = torch.randn(64, 64), torch.randn(64, 64, device="toychip")
+    side = tc.Stream()
+    with toychip.profile() as p:
+        with tc.stream(side):
+            nxt = batch.to("toychip")
+        y = x @ x
+    p.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    ops = {e["name"]: e for e in events if e["ph"] == "X"}
+    assert ops["copy:to_chip"]["tid"] == side.stream_id and ops["mm.default"]["tid"] == 0
+    assert ops["copy:to_chip"]["ts"] == ops["mm.default"]["ts"] == 0.0     # they overlap
+    assert {e["args"]["name"] for e in events if e["ph"] == "M"} == {"default stream", f"stream {side.stream_id}"}
+    del nxt, y
