@@ -21,6 +21,7 @@
     distributed  "toyccl": the chip's collective backend for torch.distributed (over gloo)
     dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
+    decompositions  ops without a kernel that graph modes build from chip kernels (gelu)
     codegen   readable Python for each scheduled graph
     lazy_ir   the pending graph as plain IRNode records, its structural hash
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand

@@ -34,6 +34,7 @@ from torch.fx.passes.operator_support import OperatorSupport
 
 from . import memory
 from .codegen import Program, generate
+from .decompositions import GRAPH_DECOMPOSITIONS
 from .memory import NUMPY_DTYPE, as_numpy, wrap
 from .op_table import GRAPH_TABLE, conv_supported, foreach_calls, foreach_element_op
 
@@ -178,15 +179,18 @@ def _compiler(kind: str):
 
 
 def chip_decompositions() -> dict:
-    """Core ATen decompositions, minus ops the chip has kernels for.
+    """Core ATen decompositions, minus ops the chip has kernels for, plus the chip's own.
 
     Decomposing ``_log_softmax`` or ``nll_loss_forward`` into ten small ops would turn one
-    chip launch into ten: a vendor keeps whatever its library runs natively.
+    chip launch into ten: a vendor keeps whatever its library runs natively. Core ATen
+    ops the chip lacks but can build from its kernels (``gelu``) are decomposed instead of
+    becoming CPU islands (:mod:`toychip.decompositions`).
     """
     def native(op) -> bool:
         element = foreach_element_op(op) if isinstance(op, torch._ops.OpOverload) else None
         return op in GRAPH_TABLE or element in GRAPH_TABLE
-    return {op: fn for op, fn in core_aten_decompositions().items() if not native(op)}
+    core = {op: fn for op, fn in core_aten_decompositions().items() if not native(op)}
+    return {**core, **GRAPH_DECOMPOSITIONS}
 
 
 def make_backend(partition_fn=None):
