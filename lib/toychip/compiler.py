@@ -41,8 +41,19 @@ from .op_table import GRAPH_TABLE, conv_supported, foreach_calls, foreach_elemen
 aten = torch.ops.aten
 
 
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors of a node's ``val`` (one tensor, or a tuple of them)."""
+    return [v for v in (value if isinstance(value, (list, tuple)) else (value,)) if isinstance(v, torch.Tensor)]
+
+
 class ChipSupport(OperatorSupport):
-    """A node runs on the chip if the op table has it and all its tensors are chip dtypes."""
+    """A node runs on the chip if the op table has it, all its tensors are chip dtypes,
+    and it makes chip tensors.
+
+    The last rule keeps host work on the host: a non-capturable optimiser's step counters
+    are CPU tensors, and ``step += 1`` on one is a CPU op, as in eager mode -- not a chip
+    launch. (A CPU scalar may still be an input of a chip op, as eager mode allows.)
+    """
 
     def is_node_supported(self, submodules, node: fx.Node) -> bool:
         if node.op != "call_function":
@@ -53,12 +64,11 @@ class ChipSupport(OperatorSupport):
             return False
         if node.target is aten.convolution.default and not conv_supported(node.args):
             return False
-        values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
-        for value in values:
-            for v in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(v, torch.Tensor) and v.dtype not in NUMPY_DTYPE:
-                    return False
-        return True
+        outputs = _tensors(node.meta.get("val"))
+        if any(t.device.type != "toychip" for t in outputs):
+            return False
+        inputs = [t for a in node.all_input_nodes for t in _tensors(a.meta.get("val"))]
+        return all(t.dtype in NUMPY_DTYPE for t in outputs + inputs)
 
 
 class ChipIsland(torch.nn.Module):
