@@ -26,6 +26,7 @@
     lazy_ir   the pending graph as plain IRNode records, its structural hash
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
     compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
+    dynamo_interface  the chip's torch._dynamo DeviceInterface (registered with the compiler)
     views     GraphView data for the course's visualisers
     opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
 

@@ -32,7 +32,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
-from . import memory
+from . import dynamo_interface, memory
 from .codegen import Program, generate
 from .decompositions import GRAPH_DECOMPOSITIONS
 from .memory import NUMPY_DTYPE, as_numpy, wrap
@@ -237,3 +237,4 @@ def print_generated_code(index: int = -1) -> None:
 # Our kernels are Python functions the dispatcher calls; without this, Dynamo tries to trace
 # them whenever eager code runs inside a compiled region (graph breaks).
 trace_rules.add("toychip")
+dynamo_interface.register()
