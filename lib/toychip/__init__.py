@@ -21,10 +21,12 @@
     distributed  "toyccl": the chip's collective backend for torch.distributed (over gloo)
     dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
+    decompositions  ops without a kernel that graph modes build from chip kernels (gelu)
     codegen   readable Python for each scheduled graph
     lazy_ir   the pending graph as plain IRNode records, its structural hash
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
     compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
+    dynamo_interface  the chip's torch._dynamo DeviceInterface (registered with the compiler)
     views     GraphView data for the course's visualisers
     opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
 

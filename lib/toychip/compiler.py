@@ -32,16 +32,28 @@ from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
-from . import memory
+from . import dynamo_interface, memory
 from .codegen import Program, generate
+from .decompositions import GRAPH_DECOMPOSITIONS
 from .memory import NUMPY_DTYPE, as_numpy, wrap
 from .op_table import GRAPH_TABLE, conv_supported, foreach_calls, foreach_element_op
 
 aten = torch.ops.aten
 
 
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors of a node's ``val`` (one tensor, or a tuple of them)."""
+    return [v for v in (value if isinstance(value, (list, tuple)) else (value,)) if isinstance(v, torch.Tensor)]
+
+
 class ChipSupport(OperatorSupport):
-    """A node runs on the chip if the op table has it and all its tensors are chip dtypes."""
+    """A node runs on the chip if the op table has it, all its tensors are chip dtypes,
+    and it makes chip tensors.
+
+    The last rule keeps host work on the host: a non-capturable optimiser's step counters
+    are CPU tensors, and ``step += 1`` on one is a CPU op, as in eager mode -- not a chip
+    launch. (A CPU scalar may still be an input of a chip op, as eager mode allows.)
+    """
 
     def is_node_supported(self, submodules, node: fx.Node) -> bool:
         if node.op != "call_function":
@@ -52,12 +64,11 @@ class ChipSupport(OperatorSupport):
             return False
         if node.target is aten.convolution.default and not conv_supported(node.args):
             return False
-        values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
-        for value in values:
-            for v in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(v, torch.Tensor) and v.dtype not in NUMPY_DTYPE:
-                    return False
-        return True
+        outputs = _tensors(node.meta.get("val"))
+        if any(t.device.type != "toychip" for t in outputs):
+            return False
+        inputs = [t for a in node.all_input_nodes for t in _tensors(a.meta.get("val"))]
+        return all(t.dtype in NUMPY_DTYPE for t in outputs + inputs)
 
 
 class ChipIsland(torch.nn.Module):
@@ -178,15 +189,18 @@ def _compiler(kind: str):
 
 
 def chip_decompositions() -> dict:
-    """Core ATen decompositions, minus ops the chip has kernels for.
+    """Core ATen decompositions, minus ops the chip has kernels for, plus the chip's own.
 
     Decomposing ``_log_softmax`` or ``nll_loss_forward`` into ten small ops would turn one
-    chip launch into ten: a vendor keeps whatever its library runs natively.
+    chip launch into ten: a vendor keeps whatever its library runs natively. Core ATen
+    ops the chip lacks but can build from its kernels (``gelu``) are decomposed instead of
+    becoming CPU islands (:mod:`toychip.decompositions`).
     """
     def native(op) -> bool:
         element = foreach_element_op(op) if isinstance(op, torch._ops.OpOverload) else None
         return op in GRAPH_TABLE or element in GRAPH_TABLE
-    return {op: fn for op, fn in core_aten_decompositions().items() if not native(op)}
+    core = {op: fn for op, fn in core_aten_decompositions().items() if not native(op)}
+    return {**core, **GRAPH_DECOMPOSITIONS}
 
 
 def make_backend(partition_fn=None):
@@ -223,3 +237,4 @@ def print_generated_code(index: int = -1) -> None:
 # Our kernels are Python functions the dispatcher calls; without this, Dynamo tries to trace
 # them whenever eager code runs inside a compiled region (graph breaks).
 trace_rules.add("toychip")
+dynamo_interface.register()

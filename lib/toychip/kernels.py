@@ -426,6 +426,54 @@ def batch_norm_backward(grad, x, weight=None, running_mean=None, running_var=Non
     return grad_x.astype(x.dtype), grad_weight.astype(x.dtype), grad_bias.astype(x.dtype)
 
 
+def _normalized_axes(x, normalized_shape) -> tuple:
+    """The trailing axes a layer norm normalises over (``len(normalized_shape)`` of them)."""
+    return tuple(range(x.ndim - len(normalized_shape), x.ndim))
+
+
+@kernel("layer_norm", "reduction")
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """out = (x - mean) * rstd * w + b, statistics over the trailing ``normalized_shape`` dims.
+
+    Returns (out, mean, rstd) with the statistics kept as size-1 dims, the outputs of
+    ``native_layer_norm``: the backward reuses them. Accumulated in float64 like
+    :func:`batch_norm`, so the result is as close to exact as PyTorch's CPU kernel.
+    """
+    axes = _normalized_axes(x, normalized_shape)
+    mean = np.mean(x, axis=axes, keepdims=True, dtype=np.float64)
+    rstd = 1.0 / np.sqrt(np.mean(np.square(x - mean), axis=axes, keepdims=True) + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+@kernel("layer_norm_backward", "reduction")
+def layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight=None, bias=None,
+                        output_mask=(True, True, True)):
+    """(d x, d w, d b) of :func:`layer_norm`; with xhat = (x - mean) * rstd and g = grad * w:
+    d x = rstd * (g - mean(g) - xhat * mean(g * xhat)) over the normalised dims,
+    d w = sum(grad * xhat), d b = sum(grad) over the others. Unrequested outputs are None.
+    """
+    axes = _normalized_axes(x, normalized_shape)
+    batch_axes = tuple(range(x.ndim - len(normalized_shape)))
+    rstd = rstd.astype(np.float64)
+    xhat = (x - mean.astype(np.float64)) * rstd
+    g = grad if weight is None else grad * weight.astype(np.float64)
+    grad_x = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_x = rstd * (g - np.mean(g, axis=axes, keepdims=True)
+                         - xhat * np.mean(g * xhat, axis=axes, keepdims=True))
+        grad_x = grad_x.astype(x.dtype)
+    if output_mask[1] and weight is not None:
+        grad_weight = np.sum(grad * xhat, axis=batch_axes).astype(x.dtype)
+    if output_mask[2] and bias is not None:
+        grad_bias = np.sum(grad, axis=batch_axes, dtype=np.float64).astype(x.dtype)
+    return grad_x, grad_weight, grad_bias
+
+
 def _pool_size(size, k, stride, pad, dilation, ceil_mode) -> int:
     """PyTorch's pooling output size (a last window must start inside the padded input)."""
     span = size + 2 * pad - dilation * (k - 1) - 1

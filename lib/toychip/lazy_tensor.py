@@ -45,6 +45,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import memory
 from .codegen import Program, generate
+from .decompositions import GRAPH_DECOMPOSITIONS
 from .fallback import FALLBACK_COUNTS
 from .fusion import FusionError, KernelGroup, fixed_groups, schedule
 from .lazy_ir import IRNode, describe, graph_hash as _digest
@@ -333,7 +334,8 @@ class LazyMode(TorchDispatchMode):
     """Records chip ops; everything else (views, copies, fallbacks) runs eagerly.
 
     ``_foreach_*`` ops (the optimisers' multi-tensor path) are split into per-tensor ops
-    and recorded one by one.
+    and recorded one by one; an op without a kernel but with a chip decomposition
+    (:mod:`toychip.decompositions`, e.g. ``gelu``) is recorded as the ops it decomposes to.
     """
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -344,6 +346,10 @@ class LazyMode(TorchDispatchMode):
             results = [self.__torch_dispatch__(element, types, a, k)
                        for a, k in foreach_calls(func, element, args, kwargs)]
             return None if not func._schema.returns else results
+        decomposition = GRAPH_DECOMPOSITIONS.get(func)
+        if decomposition is not None and _all_chip(args):
+            with self:  # record the ops it is made of
+                return decomposition(*args, **kwargs)
         entry = OP_TABLE.get(func)
         declined = False
         if entry is not None and _all_chip(args):

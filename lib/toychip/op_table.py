@@ -156,6 +156,7 @@ _COMPUTE_OPS = {
     "_native_batch_norm_legit_functional.default": "batch_norm",
     "_native_batch_norm_legit_no_training.default": ("batch_norm", _batch_norm_no_training),
     "native_batch_norm_backward.default": "batch_norm_backward",
+    "native_layer_norm.default": "layer_norm", "native_layer_norm_backward.default": "layer_norm_backward",
     "max_pool2d_with_indices.default": "max_pool2d",
     "max_pool2d_with_indices_backward.default": "max_pool2d_backward",
     "select_scatter.default": "select_scatter", "slice_scatter.default": "slice_scatter",
@@ -341,7 +342,7 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
         return args[0]
     if entry.writes:
         _write_arguments(entry, args, computed)
-    wrapped = tuple(wrap(r) for r in stored[:len(entry.op._schema.returns)])
+    wrapped = tuple(None if r is None else wrap(r) for r in stored[:len(entry.op._schema.returns)])
     return wrapped if isinstance(result, tuple) else wrapped[0]
 
 
@@ -405,7 +406,7 @@ def eager_kernel(entry: OpEntry) -> Callable:
         if isinstance(result, tuple):
             if writes:
                 _write_arguments(entry, args, result)
-            return tuple(wrap(r) for r in result[:returns])
+            return tuple(None if r is None else wrap(r) for r in result[:returns])
         first = arrays[0]  # a Python scalar for pow.Scalar
         if promotes and result.dtype.kind != "b" and (not isinstance(first, np.ndarray) or result.dtype != first.dtype):
             result = _promoted(result, args)

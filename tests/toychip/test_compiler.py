@@ -63,3 +63,22 @@ def test_compiled_inference_launches_fewer_kernels_than_eager():
             compiled(x)
     assert fused.launches < eager.launches
     assert fused.time_us < eager.time_us
+
+
+def test_compiled_optimizer_keeps_cpu_step_counters_off_the_chip():
+    """Adam's step counters are CPU tensors (not capturable): ``step += 1`` and the bias
+    corrections computed from them are host work, as in eager mode, not chip launches."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3).to("toychip")
+    model(torch.randn(2, 4).to("toychip")).sum().backward()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    torch._dynamo.reset()
+    before = len(compiler.COMPILED)
+    torch.compile(opt.step, backend="toychip")()
+    graph = compiler.COMPILED[before]
+    on_chip = set().union(*graph.partitions)
+    devices = {n.name: n.meta["val"].device.type for n in graph.graph.nodes
+               if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor)}
+    host_ops = {name for name, device in devices.items() if device == "cpu"}
+    assert host_ops and not host_ops & on_chip           # step += 1, bias corrections
+    assert {devices[name] for name in on_chip if name in devices} == {"toychip"}

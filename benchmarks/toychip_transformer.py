@@ -1,0 +1,220 @@
+"""Toy chip benchmark: one transformer-block training step, eager vs lazy vs compiled.
+
+Run: ``python benchmarks/toychip_transformer.py``. Prints the table and writes it to
+``benchmarks/toychip_transformer.md``. Not a test: the goal it reports (compiled <= 0.75x
+and lazy <= 0.7x the eager simulated time, gradients equal to the CPU's within 1e-5
+relative) is a performance target for the chip's graph modes. Deterministic: the times
+are the simulated clock's (:mod:`toychip.clock`), the same on every machine.
+
+The model is written out here rather than taken from ``course_models``: its
+``EncoderBlock`` wraps ``nn.TransformerEncoderLayer`` (ReLU, post-LN, a fused attention
+kernel), and this benchmark wants softmax, matmuls, LayerNorm and GELU as separate ops.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import toychip
+from toychip import fallback
+
+OUT = Path(__file__).with_name("toychip_transformer.md")
+SIZES = {"batch": 4, "seq": 32, "d_model": 64, "heads": 4, "ff": 256, "vocab": 256}
+WARMUP_STEPS = 2  # compile, trace caching and optimiser-state creation happen here
+MODES = ("eager", "lazy", "compiled")
+GOALS = {"lazy": 0.7, "compiled": 0.75}
+GRAD_TOLERANCE = 1e-5
+
+
+class TransformerBlockLM(nn.Module):
+    """A pre-LN transformer block with a vocabulary head: the loss of one batch.
+
+    ``x + attention(ln1(x))``, then ``x + mlp(ln2(x))`` (GELU), then ``head(ln_f(x))``
+    and cross-entropy against next-token targets. Attention is spelled out (no
+    ``scaled_dot_product_attention``) so its matmuls and softmax are ops of their own.
+    """
+
+    def __init__(self, d_model: int, heads: int, ff: int, vocab: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2, self.ln_f = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.fc1, self.fc2 = nn.Linear(d_model, ff), nn.Linear(ff, d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def attention(self, x):
+        batch, seq, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=-1)
+        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        return self.proj((weights @ v).transpose(1, 2).reshape(batch, seq, width))
+
+    def forward(self, x, targets):
+        x = x + self.attention(self.ln1(x))
+        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def workload(device: str):
+    """The seeded model, its AdamW optimiser and one batch, on ``device``."""
+    torch.manual_seed(0)
+    model = TransformerBlockLM(SIZES["d_model"], SIZES["heads"], SIZES["ff"], SIZES["vocab"]).to(device)
+    x = torch.randn(SIZES["batch"], SIZES["seq"], SIZES["d_model"])
+    targets = torch.randint(0, SIZES["vocab"], (SIZES["batch"], SIZES["seq"]))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    return model, optimizer, x.to(device), targets.to(device)
+
+
+def training_step(mode: str):
+    """``step()`` for ``mode`` (forward, backward, optimiser step) and its model.
+
+    Compiled: the model with its loss is one ``torch.compile`` region (AOTAutograd makes
+    its forward and backward graphs) and ``optimizer.step`` a second one; lazy: the whole
+    step is recorded and runs at ``mark_step``; eager and cpu: op by op.
+    """
+    model, optimizer, x, targets = workload("cpu" if mode == "cpu" else "toychip")
+    loss_fn, optimizer_step = model, optimizer.step
+    if mode == "compiled":
+        torch._dynamo.reset()
+        loss_fn = torch.compile(model, backend="toychip")
+        optimizer_step = torch.compile(optimizer.step, backend="toychip")
+    context = toychip.lazy if mode == "lazy" else contextlib.nullcontext
+
+    def step():
+        with context():
+            optimizer.zero_grad()
+            loss_fn(x, targets).backward()
+            optimizer_step()
+            if mode == "lazy":
+                toychip.mark_step()
+
+    return step, model
+
+
+@dataclass
+class Row:
+    """One mode's measured step."""
+
+    mode: str
+    time_us: float
+    launches: int
+    copies: int
+    chip_ops: int       # ATen ops computed by chip kernels (a fused kernel counts each of its ops)
+    fallbacks: Counter  # ATen ops run through the CPU fallback, by name
+    grad_error: float   # max over parameters of max|grad - cpu grad| / max|cpu grad|
+
+    @property
+    def cpu_ops(self) -> int:
+        return sum(self.fallbacks.values())
+
+    @property
+    def native_share(self) -> float:
+        return self.chip_ops / (self.chip_ops + self.cpu_ops)
+
+
+def ops_in_kernel(name: str) -> int:
+    """ATen ops one launch of kernel ``name`` computes: a fused kernel lists them with ``->``."""
+    return name.removeprefix("fused: ").count(" -> ") + 1
+
+
+def final_gradients(mode: str) -> list[torch.Tensor]:
+    """Gradients of the last of ``WARMUP_STEPS + 1`` steps, on the CPU (no profiling)."""
+    step, model = training_step(mode)
+    for _ in range(WARMUP_STEPS + 1):
+        step()
+    return [p.grad.detach().cpu() for p in model.parameters()]
+
+
+def measure(mode: str, reference: list[torch.Tensor]) -> Row:
+    """Warm up, profile one step, and compare its gradients with ``reference``."""
+    step, model = training_step(mode)
+    for _ in range(WARMUP_STEPS):
+        step()
+    fallbacks_before = Counter(fallback.FALLBACK_COUNTS)
+    with toychip.profile() as p:
+        step()
+    fallbacks = fallback.FALLBACK_COUNTS - fallbacks_before
+    chip_ops = sum(ops_in_kernel(name) * stat.calls for name, stat in p.kernels.items()
+                   if not name.startswith("copy:"))
+    grads = [q.grad.detach().cpu() for q in model.parameters()]
+    error = max(float((g - r).abs().max() / r.abs().max()) for g, r in zip(grads, reference))
+    return Row(mode, p.time_us, p.launches, p.copies, chip_ops, fallbacks, error)
+
+
+def table(rows: list[Row]) -> str:
+    eager = rows[0].time_us
+    lines = ["| mode | simulated µs | × eager | goal | launches | copies | chip ops / CPU-fallback ops "
+             "| native share | max rel. grad error vs CPU |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        ratio = row.time_us / eager
+        goal = GOALS.get(row.mode)
+        verdict = "—" if goal is None else f"≤ {goal} {'met' if ratio <= goal else 'MISSED'}"
+        lines.append(f"| {row.mode} | {row.time_us:.1f} | {ratio:.3f} | {verdict} | {row.launches} | "
+                     f"{row.copies} | {row.chip_ops} / {row.cpu_ops} | {row.native_share:.1%} | "
+                     f"{row.grad_error:.1e} {'ok' if row.grad_error <= GRAD_TOLERANCE else 'TOO LARGE'} |")
+    return "\n".join(lines)
+
+
+def fallback_list(rows: list[Row]) -> str:
+    return "\n".join(f"* {row.mode}: " + (", ".join(f"`{op}` x{n}" for op, n in sorted(row.fallbacks.items()))
+                                          or "none") for row in rows)
+
+
+def report(rows: list[Row]) -> str:
+    sizes = ", ".join(f"{k}={v}" for k, v in SIZES.items())
+    return f"""# Toy chip: one transformer-block training step, eager vs lazy vs compiled
+
+Generated by `benchmarks/toychip_transformer.py` (regenerate: `python benchmarks/toychip_transformer.py`).
+Times are **simulated** microseconds on the toy chip's clock (`toychip.profile()`,
+`ChipSpec` defaults: {toychip.DEFAULT_SPEC.launch_us:g} µs per launch, 200 GB/s, 10 TFLOP/s, 16 GB/s host link):
+deterministic and machine-independent, not wall-clock time.
+
+{table(rows)}
+
+CPU-fallback ops in the measured step:
+
+{fallback_list(rows)}
+
+Eager `gelu` / `gelu_backward` stay CPU fallbacks on purpose: chapter 07's exercise is to
+write that kernel (the graph modes build GELU from chip kernels, `toychip.decompositions`).
+`cat` (the backward of the q/k/v `split`) has no chip kernel in any mode; chapter 07's
+boxed-fallback exercise relies on it falling back.
+
+Protocol: a pre-LN transformer block ({sizes}; attention written out with
+matmul + softmax, LayerNorm, GELU MLP, vocabulary head, cross-entropy) trained with AdamW
+(lr 1e-3, weight decay 0.01, PyTorch's default foreach implementation), float32, seed 0.
+One step is `zero_grad`, forward + loss, `backward`, `optimizer.step` — the optimiser step
+is inside the measured step in every mode. Eager: op by op on the chip. Lazy: the whole
+step recorded under `toychip.lazy()` and run at `mark_step()`. Compiled: the model with
+its loss is one `torch.compile(backend="toychip")` region (forward and backward graphs)
+and `optimizer.step` a second compiled region. {WARMUP_STEPS} warm-up steps (compilation,
+trace caching, optimiser state) run first; the next step is profiled.
+
+Columns: launches and host<->device copies counted by the profile; "chip ops" are the
+ATen ops computed by chip kernels in the step (a fused kernel counts each op it fuses),
+"CPU-fallback ops" those run through the CPU fallback. The gradient error compares the
+profiled step's gradients with a CPU run of the same {WARMUP_STEPS + 1} steps: for each
+parameter max|grad - cpu grad| / max|cpu grad|, the largest over parameters (goal ≤ {GRAD_TOLERANCE:g}).
+"""
+
+
+def main() -> None:
+    reference = final_gradients("cpu")
+    rows = [measure(mode, reference) for mode in MODES]
+    text = report(rows)
+    print(text)
+    OUT.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The chip's Dynamo device interface: what the compiler stack asks a device at compile time.
+
+``torch._dynamo.device_interface`` keeps one ``DeviceInterface`` class per device type
+(``CudaInterface``, ``XpuInterface``, ...). Device-agnostic code in Dynamo and Inductor
+calls ``get_interface_for_device("cuda").current_device()`` instead of ``torch.cuda``
+directly; Dynamo also learns from the registered interfaces which functions make streams
+and events (``interface.stream``, ``interface.current_stream``, ``interface.Event``).
+A vendor registers its own class with ``register_interface_for_device`` -- from Python,
+as :func:`register` does here.
+
+:class:`ToychipInterface` mirrors ``CudaInterface`` where the chip has an answer: the
+device module's functions (``toychip.device``), the streams and events of
+:mod:`toychip.streams`, device memory, and the :class:`~toychip.spec.ChipSpec` as the
+device properties. Left out, as on CPU-like devices: compute capability and Triton.
+One limit shows through: toychip's ``Stream`` and ``Event`` are Python classes, not
+``torch.Stream`` / ``torch.Event`` subclasses (:mod:`toychip.streams` says why), so
+Dynamo still cannot trace stream code inside a compiled region; it graph-breaks there.
+
+Registered when the compile backend loads (:mod:`toychip.compiler`): importing Dynamo
+takes seconds, which ``import toychip`` does not pay.
+"""
+from __future__ import annotations
+
+import torch
+from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
+
+from . import device as chip_device, streams
+from .spec import ChipSpec
+
+
+class ToychipInterface(DeviceInterface):
+    """``torch._dynamo.device_interface.get_interface_for_device("toychip")``."""
+
+    device = chip_device.device
+    Event = streams.Event
+    Stream = streams.Stream
+
+    class Worker:
+        """What compile workers may ask without touching the device: the chip's answers
+        need no device state, so the worker asks the same functions."""
+
+        @staticmethod
+        def set_device(index: int) -> None:
+            chip_device.set_device(index)
+
+        @staticmethod
+        def current_device() -> int:
+            return chip_device.current_device()
+
+        @staticmethod
+        def get_device_properties(index: torch.types.Device = None) -> ChipSpec:
+            chip_device.check_index(index)
+            return chip_device.get_spec()
+
+    current_device = staticmethod(chip_device.current_device)
+    set_device = staticmethod(chip_device.set_device)
+    device_count = staticmethod(chip_device.device_count)
+    is_available = staticmethod(chip_device.is_available)
+    synchronize = staticmethod(chip_device.synchronize)
+    memory_allocated = staticmethod(chip_device.memory_allocated)
+    stream = staticmethod(streams.stream)
+    current_stream = staticmethod(streams.current_stream)
+    set_stream = staticmethod(streams.set_stream)
+
+    @staticmethod
+    def exchange_device(index: int) -> int:
+        """Select chip ``index``, returning the previous one (always 0: the only chip)."""
+        previous = chip_device.current_device()
+        chip_device.set_device(index)
+        return previous
+
+    @staticmethod
+    def maybe_exchange_device(index: int) -> int:
+        return ToychipInterface.exchange_device(index)
+
+    @staticmethod
+    def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+        streams.set_stream(streams.Stream(device_index, stream_id=stream_id))
+
+    @staticmethod
+    def get_raw_stream(index: int) -> int:
+        """The current stream's id (CUDA's is a ``cudaStream_t``; the chip's queues are ids)."""
+        chip_device.check_index(index)
+        return streams.current_stream().stream_id
+
+    @staticmethod
+    def is_bf16_supported(including_emulation: bool = False) -> bool:
+        """bfloat16 is stored in 16 bits and computed in float32 (:mod:`toychip.dtypes`)."""
+        return True
+
+
+def register() -> None:
+    """Make ``get_interface_for_device("toychip")`` (and ``"toychip:N"``) return the chip's."""
+    register_interface_for_device(chip_device.NAME, ToychipInterface)
+    for index in range(chip_device.device_count()):
+        register_interface_for_device(f"{chip_device.NAME}:{index}", ToychipInterface)
