@@ -1,0 +1,673 @@
+"""Chapter 08 (porting PyTorch to a chip) exercises: one per layer of a port, graded on what
+the toy chip does with the learner's artifact -- memory an allocator policy reserves,
+what a backend YAML registers in the dispatcher, launches and simulated time of a
+partitioned graph, a per-op report of a profile, what ``import torch`` loads through an
+entry point, and a ported model's training step -- never on printed text.
+
+Every number comes from the deterministic simulated clock or the allocator's bookkeeping;
+nothing here reads the wall clock.
+"""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+import tomllib
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import toychip
+from toychip import allocator, registration
+
+from ..authoring import (PASS, Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
+                         compare_outputs, seeded_build, short)
+
+EXERCISES: list[Exercise] = []  # in notebook order
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def _same_values(label: str, expected, got, *, atol: float = 1e-5, rtol: float = 1e-4) -> Verdict:
+    verdict = compare_outputs(expected, got, atol=atol, rtol=rtol)
+    return verdict if verdict.ok else Verdict(False, f"{label}与参考实现不一致。", verdict.expected, verdict.got)
+
+
+# --- 08.allocator_policy -----------------------------------------------------------------
+
+def _trace_from(sizes: list[tuple[str, int]]) -> list:
+    return [("alloc", key, n) if n else ("free", key) for key, n in sizes]
+
+
+def _layers_trace(rng: random.Random, layers: int, batch: int) -> list:
+    """A training step's pattern: activations grow layer by layer, workspaces come and go,
+    then the backward frees activations in reverse while gradients of other sizes appear."""
+    trace, live = [], []
+    for i in range(layers):
+        width = rng.choice([64, 96, 128, 256, 384])
+        trace.append(("alloc", f"act{i}", batch * width * 4))
+        live.append(f"act{i}")
+        trace.append(("alloc", f"ws{i}", rng.choice([3, 5, 9, 17]) * KIB * rng.choice([1, 4])))
+        trace.append(("free", f"ws{i}"))
+    for i in reversed(range(layers)):
+        trace.append(("alloc", f"grad{i}", rng.choice([1, 2, 3]) * KIB))
+        trace.append(("free", f"act{i}"))
+    for i in range(layers):
+        trace.append(("free", f"grad{i}"))
+    return trace
+
+
+def _churn_trace(rng: random.Random, steps: int) -> list:
+    """Many short-lived buffers of mixed sizes, a few long-lived ones."""
+    trace, live = [], []
+    for i in range(steps):
+        size = rng.choice([KIB, 2 * KIB, 6 * KIB, 20 * KIB, 100 * KIB, 2 * MIB + 5])
+        trace.append(("alloc", f"t{i}", size))
+        live.append(f"t{i}")
+        if len(live) > 3 and rng.random() < 0.7:
+            trace.append(("free", live.pop(rng.randrange(len(live)))))
+    trace += [("free", key) for key in live]
+    return trace
+
+
+# A big block freed first, then a small request, then a big one: first-fit splits the big block.
+SPLIT_TRAP = [("alloc", "big", 16 * KIB), ("alloc", "small", 2 * KIB), ("free", "big"), ("free", "small"),
+              ("alloc", "a", 2 * KIB), ("alloc", "b", 16 * KIB), ("free", "a"), ("free", "b")]
+
+
+def _policy_artifact(function, built) -> dict:
+    try:
+        return allocator.replay(built["trace"], function)
+    except ValueError as error:
+        return {"error": f"分配器拒绝了你的策略的返回值：{error}（应返回 free_blocks 的下标 int，或 None 表示向设备申请新块）。"}
+
+
+def _compare_policy(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    limit = 1.05 * expected["peak_reserved"]
+    if got["peak_reserved"] > limit:
+        return Verdict(False, f"峰值保留显存 (peak reserved) 太高：参考策略 {expected['peak_reserved']} 字节，"
+                              "你的策略比它多 5% 以上。常见原因：为小请求切分了大块（首次适配），"
+                              "或者只复用同一尺寸级别的块。", f"≤ {limit:g}", short(got["peak_reserved"]))
+    if got["fragmentation"] > expected["fragmentation"] + 0.05:
+        return Verdict(False, "峰值时刻的碎片率（保留了但没有张量使用的比例）比参考高出 0.05 以上。",
+                       f"≤ {expected['fragmentation'] + 0.05:.3f}", f"{got['fragmentation']:.3f}")
+    return PASS
+
+
+EXERCISES.append(Exercise(
+    id="08.allocator_policy", title="缓存分配器的选块策略 (block-selection policy)", function="choose_block",
+    points=2,
+    public_cases=lambda: [
+        Case("split-trap", lambda: {"trace": SPLIT_TRAP}, "先缓存一个 16 KiB 的大块，再来一个 2 KiB 和一个 16 KiB 的请求"),
+        Case("layers", lambda: {"trace": _layers_trace(random.Random(0), 6, 32)},
+             "一次训练步的模式：逐层的激活、来了就走的工作区、反向时的梯度"),
+    ],
+    hidden_cases=lambda rng: [
+        Case("hidden-layers", lambda seed=rng.randrange(10**6): {"trace": _layers_trace(random.Random(seed), 8, 16)}),
+        Case("hidden-churn", lambda seed=rng.randrange(10**6): {"trace": _churn_trace(random.Random(seed), 60)}),
+        Case("hidden-churn-2", lambda seed=rng.randrange(10**6): {"trace": _churn_trace(random.Random(seed), 90)}),
+    ],
+    produce=_policy_artifact, compare=_compare_policy,
+    hint="在所有 size >= 请求的缓存块里选最小的那个（best-fit）；没有就返回 None。"
+         "分配器会把选中的块切开，剩下的部分继续留在缓存里。",
+    partial_credit=True,
+))
+
+
+# --- 08.yaml_registration ----------------------------------------------------------------
+
+def _vendor_library() -> dict:
+    """The "vendor operator library": NumPy kernels under the YAML's op names."""
+    def flip(a, dims):
+        return np.ascontiguousarray(np.flip(a, tuple(dims)))
+
+    def roll(a, shifts, dims=()):
+        return np.ascontiguousarray(np.roll(a, tuple(shifts), tuple(dims) if len(dims) else None))
+
+    def cumsum(a, dim, *, dtype=None):
+        return np.cumsum(a, axis=dim).astype(a.dtype)
+
+    return {"flip": flip, "roll": roll, "cumsum": cumsum,
+            "tril": lambda a, diagonal=0: np.tril(a, diagonal), "triu": lambda a, diagonal=0: np.triu(a, diagonal),
+            "sign": np.sign, "atan": np.arctan, "sinh": np.sinh, "log1p": np.log1p, "expm1": np.expm1}
+
+
+# What a program calls for each op (on chip and on CPU): the op names are ATen's.
+CALLS = {
+    "aten::flip.default": lambda t: torch.flip(t, [0]),
+    "aten::roll.default": lambda t: torch.roll(t, 1, 1),
+    "aten::cumsum.default": lambda t: torch.cumsum(t, 1),
+    "aten::tril.default": lambda t: t.tril(1),
+    "aten::triu.default": lambda t: t.triu(-1),
+    "aten::sign.default": torch.sign,
+    "aten::atan.default": torch.atan,
+    "aten::sinh.default": torch.sinh,
+    "aten::log1p.default": lambda t: torch.log1p(t.abs()),
+    "aten::expm1.default": torch.expm1,
+}
+
+
+def _yaml_name(qualified: str) -> str:
+    name = qualified.removeprefix("aten::")
+    return name.removesuffix(".default")
+
+
+def _yaml_artifact(function, built) -> dict:
+    ops = list(built["ops"])
+    text = function(list(ops))
+    if not isinstance(text, str):
+        return {"error": f"backend_yaml 应返回 YAML 文本 (str)，实际返回了 {short(text)}。"}
+    library = torch.library.Library("aten", "IMPL")
+    vendor = _vendor_library()
+    kernels = {name: toychip.chip_kernel(f"aten::{name}", fn) for name, fn in vendor.items()}
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "toychip_native_functions.yaml"
+            path.write_text(text)
+            try:
+                decl = registration.register(library, kernels, path=path)
+            except registration.RegistrationError as error:
+                return {"error": f"registration 拒绝了你的 YAML：{error}（三个键 backend、cpp_namespace、supported；"
+                                 "backend 是调度键 PrivateUse1；算子名用 torchgen 的写法：去掉 aten::，默认重载不写 .default）。"}
+            except (RuntimeError, ValueError, TypeError, AttributeError) as error:
+                return {"error": f"加载或注册 YAML 时出错（{type(error).__name__}: {str(error).splitlines()[0]}）："
+                                 "YAML 里的算子名要用 torchgen 的写法，例如 add.Tensor、relu（默认重载不写 .default）。"}
+        registered = sorted(name for name in decl.supported
+                            if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name.split('.')[0]}",
+                                                                             "PrivateUse1"))
+        x = built["x"]
+        chip = x.to("toychip")
+        outputs, errors = {}, {}
+        for op in ops:
+            try:
+                with toychip.strict():
+                    outputs[op] = CALLS[op](chip).cpu()
+            except toychip.FallbackError as error:
+                errors[op] = str(error)
+        return {"declared": sorted(decl.supported), "backend": decl.backend, "registered": registered,
+                "outputs": outputs, "fallbacks": errors}
+    finally:
+        library._destroy()
+
+
+def _compare_yaml(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if got["fallbacks"]:
+        op, message = next(iter(got["fallbacks"].items()))
+        return Verdict(False, f"注册之后 {op} 在芯片上仍然回退到 CPU（strict 模式报错：{message}）。"
+                              "YAML 的 supported: 里缺了它，或者名字写错了。")
+    extra = sorted(set(got["declared"]) - set(expected["declared"]))
+    if extra:
+        return Verdict(False, f"YAML 声明了这次不需要的算子：{', '.join(extra)}（只声明给出的算子）。",
+                       short(expected["declared"]), short(got["declared"]))
+    verdict = compare_equal(expected["declared"], got["declared"], "声明的算子与参考不一致。")
+    if not verdict.ok:
+        return verdict
+    for op, want in expected["outputs"].items():
+        verdict = _same_values(f"{op} 在芯片上的结果", want, got["outputs"].get(op))
+        if not verdict.ok:
+            return verdict
+    return PASS
+
+
+def _yaml_case(name: str, ops: list[str], seed: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {"ops": list(ops), "x": torch.randn(4, 5)}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.yaml_registration", title="用后端 YAML 注册一组算子 (backend YAML)", function="backend_yaml",
+    points=2,
+    public_cases=lambda: [
+        _yaml_case("flip-cumsum", ["aten::flip.default", "aten::cumsum.default"], 0, "两个默认重载的算子"),
+        _yaml_case("five-ops", ["aten::tril.default", "aten::triu.default", "aten::sign.default",
+                                "aten::roll.default", "aten::expm1.default"], 1, "五个算子"),
+    ],
+    hidden_cases=lambda rng: [
+        _yaml_case(f"hidden-{i}", sorted(rng.sample(sorted(CALLS), rng.randint(2, 6))), rng.randrange(10**6))
+        for i in range(3)
+    ],
+    produce=_yaml_artifact, compare=_compare_yaml,
+    hint="YAML 三个键：backend: PrivateUse1、cpp_namespace: toychip、supported: 列表；"
+         "列表里的名字是 torchgen 的写法：去掉 aten:: 前缀，默认重载去掉 .default（aten::add.Tensor → add.Tensor）。",
+    partial_credit=True,
+))
+
+
+# --- 08.compile_partitioning -------------------------------------------------------------
+
+def _program_cumsum_middle(x, w):
+    h = torch.relu(x @ w + 1)
+    c = torch.cumsum(h, 1)                 # no chip kernel: stays on the CPU
+    return torch.tanh(c * 0.5) + h
+
+
+def _program_two_branches(x, w):
+    a = torch.sigmoid(x @ w) * 2
+    b = torch.flip(a, [0])                 # no chip kernel
+    return torch.tanh(a - 1) + torch.exp(-(b * b))
+
+
+def _program_all_chip(x, w):
+    h = torch.tanh(x @ w) * 0.5 + 0.1
+    return torch.relu(h @ w.t()) - x
+
+
+def _program_sandwich(x, w):
+    h = (x @ w).abs() + 1
+    s = torch.cumsum(h, 0)                 # no chip kernel
+    t = torch.flip(s, [1])                 # no chip kernel
+    return torch.sigmoid(t) * h - s
+
+
+PROGRAMS = {"cumsum_middle": _program_cumsum_middle, "two_branches": _program_two_branches,
+            "all_chip": _program_all_chip, "sandwich": _program_sandwich}
+
+
+def chip_graph(program: str, x: torch.Tensor, w: torch.Tensor) -> fx.GraphModule:
+    """The ATen graph of one of :data:`PROGRAMS` for chip inputs (nodes carry ``meta["val"]``)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    return make_fx(PROGRAMS[program], tracing_mode="fake")(x.to("toychip"), w.to("toychip"))
+
+
+def run_partitioned(gm: fx.GraphModule, islands, inputs) -> dict:
+    """Fuse each island (a list of node names) into one chip program, run the graph on the
+    chip; nodes outside every island run eagerly (chip kernels, or the CPU fallback)."""
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions, validate_partition
+
+    from toychip import codegen, compiler
+
+    if not isinstance(islands, (list, tuple)) or not all(isinstance(i, (list, tuple, set)) for i in islands):
+        return {"error": f"应返回由节点名列表组成的 list（例如 [['mm', 'add', 'relu']]），实际返回了 {short(islands)}。"}
+    nodes = {n.name: n for n in gm.graph.nodes}
+    support, seen, partitions = compiler.ChipSupport(), set(), []
+    for island in islands:
+        if not island:
+            continue
+        members = []
+        for name in island:
+            node = nodes.get(name) if isinstance(name, str) else None
+            if node is None:
+                return {"error": f"图里没有名为 {name!r} 的节点（节点名见 gm.graph.nodes 的 node.name）。"}
+            if not support.is_node_supported(None, node):
+                return {"error": f"节点 {name}（{node.target}）芯片不支持（没有芯片内核或 dtype 不支持），不能放进芯片岛。"}
+            if name in seen:
+                return {"error": f"节点 {name} 出现在两个岛里。"}
+            seen.add(name)
+            members.append(node)
+        if not validate_partition(members):
+            return {"error": f"岛 {sorted(island)} 形成了依赖环：岛的某个输出要经过岛外的节点（例如 CPU 上的算子）"
+                             "再回到岛内，无法作为一个整体执行。把它拆成两个岛。"}
+        partitions.append(dict.fromkeys(members))
+    fused = fuse_by_partitions(gm, partitions, prefix="island_") if partitions else gm
+    for node in list(fused.graph.nodes):
+        if node.op == "call_module" and node.target.startswith("island_"):
+            program = codegen.generate(getattr(fused, node.target), f"ch08_{node.target}")
+            setattr(fused, node.target, compiler.ChipIsland(program))
+    fused.recompile()
+    chip_inputs = [t.to("toychip") for t in inputs]
+    with toychip.profile() as p:
+        out = fused(*chip_inputs)
+    return {"outputs": out.cpu(), "islands": len(partitions), "launches": p.launches, "copies": p.copies,
+            "time_us": round(p.time_us, 6)}
+
+
+def _partition_artifact(function, built) -> dict:
+    gm = chip_graph(built["program"], built["x"], built["w"])
+    islands = function(gm)
+    try:
+        return run_partitioned(gm, islands, (built["x"], built["w"]))
+    except Exception as error:  # a malformed partition can break fusion or code generation
+        return {"error": f"按你的分区编译或运行时出错：{type(error).__name__}: {str(error)[:200]}"}
+
+
+def _compare_partition(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    verdict = _same_values("分区后图的输出", expected["outputs"], got["outputs"])
+    if not verdict.ok:
+        return verdict
+    if got["launches"] > expected["launches"]:
+        return Verdict(False, f"内核启动次数比参考多（{got['launches']} > {expected['launches']}）："
+                              "能放进同一个岛的芯片节点被拆开了，岛内的融合机会就丢了。",
+                       short(expected["launches"]), short(got["launches"]))
+    return PASS
+
+
+def _partition_case(name: str, program: str, seed: int, n: int, k: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {"program": program, "x": torch.randn(n, k),
+                                                  "w": torch.randn(k, k) / k ** 0.5}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.compile_partitioning", title="编译后端的分区：把芯片能跑的节点圈成岛 (partitioning)",
+    function="chip_islands", points=3,
+    public_cases=lambda: [
+        _partition_case("cumsum-middle", "cumsum_middle", 0, 8, 16, "cumsum 没有芯片内核，夹在两段芯片算子中间"),
+        _partition_case("all-chip", "all_chip", 1, 6, 12, "所有节点芯片都支持"),
+    ],
+    hidden_cases=lambda rng: [
+        _partition_case(f"hidden-{i}-{program}", program, rng.randrange(10**6), rng.choice([4, 8, 12]),
+                        rng.choice([8, 16]))
+        for i, program in enumerate(["two_branches", "sandwich", rng.choice(["cumsum_middle", "all_chip"])])
+    ],
+    produce=_partition_artifact, compare=_compare_partition,
+    performance=PerformanceGoal(lambda facts: facts["time_us"], 1.0,
+                                "模拟时间不应超过参考分区（CapabilityBasedPartitioner 的结果）"),
+    hint="用 toychip.compiler.ChipSupport().is_node_supported(None, node) 判断节点能否上芯片；"
+         "按拓扑序把相连的芯片节点并进同一个岛，但不要让一个岛的输出经过岛外节点再回到岛内"
+         "（torch.fx.passes.infra.partitioner.CapabilityBasedPartitioner 就是这样做的）。",
+    partial_credit=True,
+))
+
+
+# --- 08.op_report ------------------------------------------------------------------------
+
+def _model_mlp_gelu(n: int, d: int) -> toychip.Profile:
+    model = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)).to("toychip")
+    x, y = torch.randn(n, d).to("toychip"), torch.randn(n, d).to("toychip")
+    with toychip.profile() as p:
+        loss = F.mse_loss(model(x) + 1, y) + x.sum() * 0
+        loss.backward()
+    return p
+
+
+def _model_attention(n: int, d: int) -> toychip.Profile:
+    q, k, v = (torch.randn(n, d).to("toychip") for _ in range(3))
+    with toychip.profile() as p:
+        scores = torch.softmax(q @ k.t() / d ** 0.5, dim=-1)
+        out = scores @ v + 1
+        torch.cumsum(out, 0).sum(dim=0).sum()
+    return p
+
+
+def _model_norm(n: int, d: int) -> toychip.Profile:
+    norm = nn.LayerNorm(d).to("toychip")
+    x = torch.randn(n, d).to("toychip").requires_grad_()
+    with toychip.profile() as p:
+        y = torch.tanh(norm(x)) * 2 + x
+        torch.flip(y, [0]).sum().backward()
+    return p
+
+
+OP_MODELS = {"mlp_gelu": _model_mlp_gelu, "attention": _model_attention, "norm": _model_norm}
+
+
+def _report_artifact(function, built) -> dict:
+    rows = function(built["profile"])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return {"error": f"op_report 应返回由 dict 组成的 list，实际返回了 {short(rows)}。"}
+    keys = {"op", "calls", "time_us", "share"}
+    bad = [r for r in rows if set(r) != keys]
+    if bad:
+        return {"error": f"每一行应恰好有键 {sorted(keys)}，这一行不是：{short(bad[0])}。"}
+    try:
+        return {"rows": [[str(r["op"]), int(r["calls"]), float(r["time_us"]), float(r["share"])] for r in rows]}
+    except (TypeError, ValueError) as error:
+        return {"error": f"行里的值类型不对（op: str, calls: int, time_us/share: float）：{error}"}
+
+
+def _compare_report(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    want, have = expected["rows"], got["rows"]
+    verdict = compare_equal([r[0] for r in want], [r[0] for r in have],
+                            "报告的算子（op 列）或它们的顺序与参考不一致：op 是内核名去掉重载（第一个 '.' 之后的部分），"
+                            "同名的合并；按 time_us 从大到小排序，相同的按 op 名排序。")
+    if not verdict.ok:
+        return verdict
+    for (op, calls, time_us, share), (_, got_calls, got_time, got_share) in zip(want, have):
+        if calls != got_calls:
+            return Verdict(False, f"{op} 的调用次数 (calls) 不对。", short(calls), short(got_calls))
+        if abs(time_us - got_time) > 1e-3 * max(1.0, abs(time_us)):
+            return Verdict(False, f"{op} 的模拟时间 (time_us) 不对。", f"{time_us:.3f}", f"{got_time:.3f}")
+        if abs(share - got_share) > 1e-4:
+            return Verdict(False, f"{op} 的占比 (share) 不对：share = 该算子的 time_us / 整个 profile 的 time_us"
+                                  "（拷贝也算在总时间里），是 0 到 1 之间的小数。", f"{share:.4f}", f"{got_share:.4f}")
+    return PASS
+
+
+def _report_case(name: str, model: str, seed: int, n: int, d: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {"profile": OP_MODELS[model](n, d)}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.op_report", title="逐算子性能报告 (per-op report)", function="op_report", points=2,
+    public_cases=lambda: [
+        _report_case("mlp-gelu", "mlp_gelu", 0, 8, 16, "MLP 训练一步：GELU 回退到 CPU，有 add.Tensor 和 add.Scalar"),
+        _report_case("attention", "attention", 1, 6, 8, "注意力 + cumsum（回退）"),
+    ],
+    hidden_cases=lambda rng: [
+        _report_case(f"hidden-{i}-{model}", model, rng.randrange(10**6), rng.choice([4, 8]), rng.choice([8, 16]))
+        for i, model in enumerate(["norm", rng.choice(["mlp_gelu", "attention"]), rng.choice(list(OP_MODELS))])
+    ],
+    produce=_report_artifact, compare=_compare_report,
+    hint="遍历 profile.kernels（名字 → KernelStat(calls, time_us, ...)），op = name.split('.')[0]，"
+         "同一 op 的 calls、time_us 相加；share = time_us / profile.time_us；"
+         "排序键 (-round(time_us, 3), op)。",
+    partial_credit=True,
+))
+
+
+# --- 08.autoload_package -----------------------------------------------------------------
+
+AUTOLOAD_SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+    loaded = "toychip" in sys.modules
+    try:
+        x = torch.randn(2, device="toychip")
+        result = f"{x.device} {torch.toychip.device_count()}"
+    except RuntimeError as e:
+        result = "error: " + str(e).splitlines()[0]
+    print("RESULT", loaded, result)
+""")
+
+
+def _install(site: Path, name: str, files: dict) -> str | None:
+    """Put the learner's package on ``site`` as pip would: the module and a dist-info
+    whose entry_points.txt comes from pyproject.toml. Returns an error text, or None."""
+    try:
+        project = tomllib.loads(files["pyproject"])["project"]
+    except (tomllib.TOMLDecodeError, KeyError) as error:
+        return f"pyproject 不是合法的 TOML，或缺少 [project] 表：{error}"
+    groups = project.get("entry-points", {})
+    if not isinstance(groups, dict):
+        return "[project.entry-points] 应是表 (table)。"
+    package = site / name
+    package.mkdir()
+    (package / "__init__.py").write_text(files["module"])
+    dist = f"{project.get('name', name).replace('-', '_')}-{project.get('version', '0')}.dist-info"
+    info = site / dist
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project.get('name', name)}\n"
+                                   f"Version: {project.get('version', '0')}\n")
+    lines = []
+    for group, entries in groups.items():
+        if not isinstance(entries, dict):
+            return f"[project.entry-points.\"{group}\"] 应是 名字 = \"模块:函数\" 的表。"
+        lines.append(f"[{group}]")
+        lines += [f"{key} = {value}" for key, value in entries.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return None
+
+
+def _in_subprocess(site: Path) -> dict:
+    """``import torch`` in a fresh interpreter with ``site`` on the path: is the chip loaded?"""
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+           "PYTHONPATH": os.pathsep.join([str(site), *[p for p in sys.path if p]])}
+    run = subprocess.run([sys.executable, "-c", AUTOLOAD_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=90, cwd=site)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    if run.returncode != 0 or not lines:
+        tail = (run.stderr.strip().splitlines() or ["（没有输出）"])[-1][:300]
+        return {"error": f"在子进程里 import torch 失败（退出码 {run.returncode}）：{tail}"}
+    loaded, result = lines[-1].removeprefix("RESULT ").split(" ", 1)
+    return {"loaded": loaded == "True", "result": result}
+
+
+def _in_process(site: Path, name: str) -> dict:
+    """What ``torch._import_device_backends`` does at ``import torch`` -- load and call every
+    ``torch.backends`` entry point -- for the distributions on ``site`` only, in this
+    process (toychip is already imported here, so the imports the call makes are recorded)."""
+    import builtins
+    import importlib
+    import importlib.metadata
+
+    entry_points = [ep for dist in importlib.metadata.distributions(path=[str(site)])
+                    for ep in dist.entry_points if ep.group == "torch.backends"]
+    imported: list[str] = []
+    real_import, real_import_module = builtins.__import__, importlib.import_module
+
+    def spy_import(module, *args, **kwargs):
+        imported.append(module)
+        return real_import(module, *args, **kwargs)
+
+    def spy_import_module(module, *args, **kwargs):
+        imported.append(module)
+        return real_import_module(module, *args, **kwargs)
+
+    sys.path.insert(0, str(site))
+    builtins.__import__, importlib.import_module = spy_import, spy_import_module
+    try:
+        for ep in entry_points:
+            ep.load()()
+    except Exception as error:
+        return {"error": f"import torch 会失败：加载入口点时出错（{type(error).__name__}: {str(error)[:200]}）。"}
+    finally:
+        builtins.__import__, importlib.import_module = real_import, real_import_module
+        sys.path.remove(str(site))
+        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[module]
+    if not any(m == "toychip" or m.startswith("toychip.") for m in imported):
+        return {"loaded": False, "result": "error: the entry points did not import toychip"}
+    return {"loaded": True, "result": f"{torch.randn(2, device='toychip').device} {torch.toychip.device_count()}"}
+
+
+def _autoload_artifact(function, built) -> dict:
+    name = built["name"]
+    files = function(name)
+    if not isinstance(files, dict) or set(files) != {"pyproject", "module"} or \
+            not all(isinstance(v, str) for v in files.values()):
+        return {"error": f"autoload_package 应返回 {{'pyproject': str, 'module': str}}，实际返回了 {short(files)}。"}
+    with tempfile.TemporaryDirectory() as folder:
+        site = Path(folder)
+        if (problem := _install(site, name, files)) is not None:
+            return {"error": problem}
+        return _in_subprocess(site) if built["subprocess"] else _in_process(site, name)
+
+
+def _compare_autoload(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if not got["loaded"]:
+        return Verdict(False, "import torch 之后 toychip 没有被加载：入口点 (entry point) 要声明在 "
+                              "[project.entry-points.\"torch.backends\"] 组里，指向 \"包名:函数名\"，函数里 import toychip。",
+                       "toychip 已加载", got["result"])
+    return compare_equal(expected["result"], got["result"], "加载后在芯片上创建张量的结果与参考不一致。")
+
+
+EXERCISES.append(Exercise(
+    id="08.autoload_package", title="打包：让 import torch 自动加载芯片 (torch.backends 入口点)",
+    function="autoload_package", points=2,
+    public_cases=lambda: [Case("toychip_plugin", lambda: {"name": "toychip_plugin", "subprocess": True},
+                                "包名 toychip_plugin：在一个新的 Python 子进程里 import torch")],
+    # one interpreter start is enough: the hidden package name is checked with torch's loader in process
+    hidden_cases=lambda rng: [Case("hidden", lambda suffix=rng.randrange(10**6): {"name": f"chip_port_{suffix}",
+                                                                                  "subprocess": False})],
+    produce=_autoload_artifact, compare=_compare_autoload,
+    hint="pyproject: [project] name/version，再加 [project.entry-points.\"torch.backends\"] 一行 "
+         "toychip = \"<包名>:_autoload\"；module: def _autoload(): import toychip。",
+))
+
+
+# --- 08.port_model -----------------------------------------------------------------------
+
+ACTIVATIONS = {"hardswish": lambda: nn.Hardswish(), "leaky_relu": lambda: nn.LeakyReLU(0.1),
+               "leaky_relu_0.3": lambda: nn.LeakyReLU(0.3), "relu6": lambda: nn.ReLU6(),
+               "hardtanh": lambda: nn.Hardtanh(-0.5, 2.0)}
+
+
+def make_port_net(channels: int, acts: tuple[str, str], size: int = 8, classes: int = 5) -> nn.Module:
+    """The capstone's conv net: conv-BN-act-maxpool, conv-BN-act, linear (no conv bias: BN cancels it)."""
+    return nn.Sequential(
+        nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), ACTIVATIONS[acts[0]](),
+        nn.MaxPool2d(2),
+        nn.Conv2d(channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), ACTIVATIONS[acts[1]](),
+        nn.Flatten(), nn.Linear(channels * (size // 2) ** 2, classes))
+
+
+def train_steps(model: nn.Module, x, y, device: str, steps: int = 2) -> dict:
+    """``steps`` SGD-with-momentum steps of cross-entropy on ``device``; every number worth comparing."""
+    model, x, y = model.to(device), x.to(device), y.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        grads = [p.grad.detach().cpu() for p in model.parameters()]
+        opt.step()
+    return {"loss": loss.detach().cpu(), "grads": grads, "params": [p.detach().cpu() for p in model.parameters()],
+            "buffers": [b.detach().cpu() for b in model.buffers() if b.is_floating_point()]}
+
+
+def _port_artifact(function, built) -> dict:
+    with toychip.kernel_scope():
+        function()
+        torch.manual_seed(built["seed"])
+        model = make_port_net(built["channels"], tuple(built["acts"]))
+        try:
+            with toychip.strict(), toychip.profile() as p:
+                results = train_steps(model, built["x"], built["y"], "toychip")
+        except toychip.FallbackError as error:
+            return {"error": f"toychip.strict() 报错：{error}。这个算子还没有芯片内核：用 toychip.register_kernel 注册它。"}
+    results["time_us"] = round(p.time_us, 6)
+    results["copies"] = p.copies
+    return results
+
+
+def _compare_port(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    for key, label in (("loss", "损失"), ("grads", "梯度"), ("params", "更新后的参数"), ("buffers", "BatchNorm 的运行统计量")):
+        verdict = _same_values(f"训练两步后的{label}", expected[key], got[key], atol=1e-5, rtol=1e-4)
+        if not verdict.ok:
+            return verdict
+    return PASS
+
+
+def _port_case(name: str, seed: int, channels: int, acts, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {
+        "seed": seed, "channels": channels, "acts": list(acts),
+        "x": torch.randn(6, 3, 8, 8), "y": torch.randint(0, 5, (6,))}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.port_model", title="完整适配案例：把一个卷积网络移植到芯片上 (capstone)", function="port_model",
+    points=4,
+    public_cases=lambda: [
+        _port_case("hardswish+leaky", 0, 4, ("hardswish", "leaky_relu"), "Hardswish 与 LeakyReLU(0.1)"),
+        _port_case("relu6+hardtanh", 1, 6, ("relu6", "hardtanh"), "ReLU6 与 Hardtanh(-0.5, 2.0)"),
+    ],
+    hidden_cases=lambda rng: [
+        _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]), rng.sample(sorted(ACTIVATIONS), 2))
+        for i in range(2)
+    ],
+    produce=_port_artifact, compare=_compare_port,
+    performance=PerformanceGoal(lambda facts: facts["time_us"], 1.05,
+                                "两步训练的模拟时间不应超过参考实现的 1.05 倍（每个激活前向、反向各一次内核启动）"),
+    hint="strict 模式报出的算子：hardswish / hardswish_backward、leaky_relu / leaky_relu_backward"
+         "（参数 negative_slope、self_is_result）、hardtanh / hardtanh_backward（min_val、max_val；ReLU6 也走它）。"
+         "每个用 toychip.register_kernel('aten::名字', numpy 函数) 注册。",
+    partial_credit=True,
+))
