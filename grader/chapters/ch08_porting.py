@@ -16,16 +16,13 @@ import sys
 import tempfile
 import textwrap
 import tomllib
-import uuid
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.fx as fx
-import torch.nn as nn
-import torch.nn.functional as F
 
 import toychip
+from course_models import ch08_models as models
 from toychip import allocator, registration
 
 from ..authoring import (PASS, Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
@@ -42,46 +39,6 @@ def _same_values(label: str, expected, got, *, atol: float = 1e-5, rtol: float =
 
 
 # --- 08.allocator_policy -----------------------------------------------------------------
-
-def _trace_from(sizes: list[tuple[str, int]]) -> list:
-    return [("alloc", key, n) if n else ("free", key) for key, n in sizes]
-
-
-def _layers_trace(rng: random.Random, layers: int, batch: int) -> list:
-    """A training step's pattern: activations grow layer by layer, workspaces come and go,
-    then the backward frees activations in reverse while gradients of other sizes appear."""
-    trace, live = [], []
-    for i in range(layers):
-        width = rng.choice([64, 96, 128, 256, 384])
-        trace.append(("alloc", f"act{i}", batch * width * 4))
-        live.append(f"act{i}")
-        trace.append(("alloc", f"ws{i}", rng.choice([3, 5, 9, 17]) * KIB * rng.choice([1, 4])))
-        trace.append(("free", f"ws{i}"))
-    for i in reversed(range(layers)):
-        trace.append(("alloc", f"grad{i}", rng.choice([1, 2, 3]) * KIB))
-        trace.append(("free", f"act{i}"))
-    for i in range(layers):
-        trace.append(("free", f"grad{i}"))
-    return trace
-
-
-def _churn_trace(rng: random.Random, steps: int) -> list:
-    """Many short-lived buffers of mixed sizes, a few long-lived ones."""
-    trace, live = [], []
-    for i in range(steps):
-        size = rng.choice([KIB, 2 * KIB, 6 * KIB, 20 * KIB, 100 * KIB, 2 * MIB + 5])
-        trace.append(("alloc", f"t{i}", size))
-        live.append(f"t{i}")
-        if len(live) > 3 and rng.random() < 0.7:
-            trace.append(("free", live.pop(rng.randrange(len(live)))))
-    trace += [("free", key) for key in live]
-    return trace
-
-
-# A big block freed first, then a small request, then a big one: first-fit splits the big block.
-SPLIT_TRAP = [("alloc", "big", 16 * KIB), ("alloc", "small", 2 * KIB), ("free", "big"), ("free", "small"),
-              ("alloc", "a", 2 * KIB), ("alloc", "b", 16 * KIB), ("free", "a"), ("free", "b")]
-
 
 def _policy_artifact(function, built) -> dict:
     try:
@@ -108,14 +65,14 @@ EXERCISES.append(Exercise(
     id="08.allocator_policy", title="缓存分配器的选块策略 (block-selection policy)", function="choose_block",
     points=2,
     public_cases=lambda: [
-        Case("split-trap", lambda: {"trace": SPLIT_TRAP}, "先缓存一个 16 KiB 的大块，再来一个 2 KiB 和一个 16 KiB 的请求"),
-        Case("layers", lambda: {"trace": _layers_trace(random.Random(0), 6, 32)},
+        Case("split-trap", lambda: {"trace": models.SPLIT_TRAP}, "先缓存一个 16 KiB 的大块，再来一个 2 KiB 和一个 16 KiB 的请求"),
+        Case("layers", lambda: {"trace": models.layers_trace(random.Random(0), 6, 32)},
              "一次训练步的模式：逐层的激活、来了就走的工作区、反向时的梯度"),
     ],
     hidden_cases=lambda rng: [
-        Case("hidden-layers", lambda seed=rng.randrange(10**6): {"trace": _layers_trace(random.Random(seed), 8, 16)}),
-        Case("hidden-churn", lambda seed=rng.randrange(10**6): {"trace": _churn_trace(random.Random(seed), 60)}),
-        Case("hidden-churn-2", lambda seed=rng.randrange(10**6): {"trace": _churn_trace(random.Random(seed), 90)}),
+        Case("hidden-layers", lambda seed=rng.randrange(10**6): {"trace": models.layers_trace(random.Random(seed), 8, 16)}),
+        Case("hidden-churn", lambda seed=rng.randrange(10**6): {"trace": models.churn_trace(random.Random(seed), 60)}),
+        Case("hidden-churn-2", lambda seed=rng.randrange(10**6): {"trace": models.churn_trace(random.Random(seed), 90)}),
     ],
     produce=_policy_artifact, compare=_compare_policy,
     hint="在所有 size >= 请求的缓存块里选最小的那个（best-fit）；没有就返回 None。"
@@ -246,87 +203,11 @@ EXERCISES.append(Exercise(
 
 # --- 08.compile_partitioning -------------------------------------------------------------
 
-def _program_cumsum_middle(x, w):
-    h = torch.relu(x @ w + 1)
-    c = torch.cumsum(h, 1)                 # no chip kernel: stays on the CPU
-    return torch.tanh(c * 0.5) + h
-
-
-def _program_two_branches(x, w):
-    a = torch.sigmoid(x @ w) * 2
-    b = torch.flip(a, [0])                 # no chip kernel
-    return torch.tanh(a - 1) + torch.exp(-(b * b))
-
-
-def _program_all_chip(x, w):
-    h = torch.tanh(x @ w) * 0.5 + 0.1
-    return torch.relu(h @ w.t()) - x
-
-
-def _program_sandwich(x, w):
-    h = (x @ w).abs() + 1
-    s = torch.cumsum(h, 0)                 # no chip kernel
-    t = torch.flip(s, [1])                 # no chip kernel
-    return torch.sigmoid(t) * h - s
-
-
-PROGRAMS = {"cumsum_middle": _program_cumsum_middle, "two_branches": _program_two_branches,
-            "all_chip": _program_all_chip, "sandwich": _program_sandwich}
-
-
-def chip_graph(program: str, x: torch.Tensor, w: torch.Tensor) -> fx.GraphModule:
-    """The ATen graph of one of :data:`PROGRAMS` for chip inputs (nodes carry ``meta["val"]``)."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-    return make_fx(PROGRAMS[program], tracing_mode="fake")(x.to("toychip"), w.to("toychip"))
-
-
-def run_partitioned(gm: fx.GraphModule, islands, inputs) -> dict:
-    """Fuse each island (a list of node names) into one chip program, run the graph on the
-    chip; nodes outside every island run eagerly (chip kernels, or the CPU fallback)."""
-    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions, validate_partition
-
-    from toychip import codegen, compiler
-
-    if not isinstance(islands, (list, tuple)) or not all(isinstance(i, (list, tuple, set)) for i in islands):
-        return {"error": f"应返回由节点名列表组成的 list（例如 [['mm', 'add', 'relu']]），实际返回了 {short(islands)}。"}
-    nodes = {n.name: n for n in gm.graph.nodes}
-    support, seen, partitions = compiler.ChipSupport(), set(), []
-    for island in islands:
-        if not island:
-            continue
-        members = []
-        for name in island:
-            node = nodes.get(name) if isinstance(name, str) else None
-            if node is None:
-                return {"error": f"图里没有名为 {name!r} 的节点（节点名见 gm.graph.nodes 的 node.name）。"}
-            if not support.is_node_supported(None, node):
-                return {"error": f"节点 {name}（{node.target}）芯片不支持（没有芯片内核或 dtype 不支持），不能放进芯片岛。"}
-            if name in seen:
-                return {"error": f"节点 {name} 出现在两个岛里。"}
-            seen.add(name)
-            members.append(node)
-        if not validate_partition(members):
-            return {"error": f"岛 {sorted(island)} 形成了依赖环：岛的某个输出要经过岛外的节点（例如 CPU 上的算子）"
-                             "再回到岛内，无法作为一个整体执行。把它拆成两个岛。"}
-        partitions.append(dict.fromkeys(members))
-    fused = fuse_by_partitions(gm, partitions, prefix="island_") if partitions else gm
-    for node in list(fused.graph.nodes):
-        if node.op == "call_module" and node.target.startswith("island_"):
-            program = codegen.generate(getattr(fused, node.target), f"ch08_{node.target}")
-            setattr(fused, node.target, compiler.ChipIsland(program))
-    fused.recompile()
-    chip_inputs = [t.to("toychip") for t in inputs]
-    with toychip.profile() as p:
-        out = fused(*chip_inputs)
-    return {"outputs": out.cpu(), "islands": len(partitions), "launches": p.launches, "copies": p.copies,
-            "time_us": round(p.time_us, 6)}
-
-
 def _partition_artifact(function, built) -> dict:
-    gm = chip_graph(built["program"], built["x"], built["w"])
+    gm = models.chip_graph(built["program"], built["x"], built["w"])
     islands = function(gm)
     try:
-        return run_partitioned(gm, islands, (built["x"], built["w"]))
+        return models.run_partitioned(gm, islands, (built["x"], built["w"]))
     except Exception as error:  # a malformed partition can break fusion or code generation
         return {"error": f"按你的分区编译或运行时出错：{type(error).__name__}: {str(error)[:200]}"}
 
@@ -373,36 +254,6 @@ EXERCISES.append(Exercise(
 
 # --- 08.op_report ------------------------------------------------------------------------
 
-def _model_mlp_gelu(n: int, d: int) -> toychip.Profile:
-    model = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)).to("toychip")
-    x, y = torch.randn(n, d).to("toychip"), torch.randn(n, d).to("toychip")
-    with toychip.profile() as p:
-        loss = F.mse_loss(model(x) + 1, y) + x.sum() * 0
-        loss.backward()
-    return p
-
-
-def _model_attention(n: int, d: int) -> toychip.Profile:
-    q, k, v = (torch.randn(n, d).to("toychip") for _ in range(3))
-    with toychip.profile() as p:
-        scores = torch.softmax(q @ k.t() / d ** 0.5, dim=-1)
-        out = scores @ v + 1
-        torch.cumsum(out, 0).sum(dim=0).sum()
-    return p
-
-
-def _model_norm(n: int, d: int) -> toychip.Profile:
-    norm = nn.LayerNorm(d).to("toychip")
-    x = torch.randn(n, d).to("toychip").requires_grad_()
-    with toychip.profile() as p:
-        y = torch.tanh(norm(x)) * 2 + x
-        torch.flip(y, [0]).sum().backward()
-    return p
-
-
-OP_MODELS = {"mlp_gelu": _model_mlp_gelu, "attention": _model_attention, "norm": _model_norm}
-
-
 def _report_artifact(function, built) -> dict:
     rows = function(built["profile"])
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
@@ -438,7 +289,7 @@ def _compare_report(expected, got) -> Verdict:
 
 
 def _report_case(name: str, model: str, seed: int, n: int, d: int, description: str = "") -> Case:
-    return Case(name, seeded_build(seed, lambda: {"profile": OP_MODELS[model](n, d)}), description)
+    return Case(name, seeded_build(seed, lambda: {"profile": models.OP_MODELS[model](n, d)}), description)
 
 
 EXERCISES.append(Exercise(
@@ -449,7 +300,7 @@ EXERCISES.append(Exercise(
     ],
     hidden_cases=lambda rng: [
         _report_case(f"hidden-{i}-{model}", model, rng.randrange(10**6), rng.choice([4, 8]), rng.choice([8, 16]))
-        for i, model in enumerate(["norm", rng.choice(["mlp_gelu", "attention"]), rng.choice(list(OP_MODELS))])
+        for i, model in enumerate(["norm", rng.choice(["mlp_gelu", "attention"]), rng.choice(list(models.OP_MODELS))])
     ],
     produce=_report_artifact, compare=_compare_report,
     hint="遍历 profile.kernels（名字 → KernelStat(calls, time_us, ...)），op = name.split('.')[0]，"
@@ -593,42 +444,14 @@ EXERCISES.append(Exercise(
 
 # --- 08.port_model -----------------------------------------------------------------------
 
-ACTIVATIONS = {"hardswish": lambda: nn.Hardswish(), "leaky_relu": lambda: nn.LeakyReLU(0.1),
-               "leaky_relu_0.3": lambda: nn.LeakyReLU(0.3), "relu6": lambda: nn.ReLU6(),
-               "hardtanh": lambda: nn.Hardtanh(-0.5, 2.0)}
-
-
-def make_port_net(channels: int, acts: tuple[str, str], size: int = 8, classes: int = 5) -> nn.Module:
-    """The capstone's conv net: conv-BN-act-maxpool, conv-BN-act, linear (no conv bias: BN cancels it)."""
-    return nn.Sequential(
-        nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), ACTIVATIONS[acts[0]](),
-        nn.MaxPool2d(2),
-        nn.Conv2d(channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), ACTIVATIONS[acts[1]](),
-        nn.Flatten(), nn.Linear(channels * (size // 2) ** 2, classes))
-
-
-def train_steps(model: nn.Module, x, y, device: str, steps: int = 2) -> dict:
-    """``steps`` SGD-with-momentum steps of cross-entropy on ``device``; every number worth comparing."""
-    model, x, y = model.to(device), x.to(device), y.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        grads = [p.grad.detach().cpu() for p in model.parameters()]
-        opt.step()
-    return {"loss": loss.detach().cpu(), "grads": grads, "params": [p.detach().cpu() for p in model.parameters()],
-            "buffers": [b.detach().cpu() for b in model.buffers() if b.is_floating_point()]}
-
-
 def _port_artifact(function, built) -> dict:
     with toychip.kernel_scope():
         function()
         torch.manual_seed(built["seed"])
-        model = make_port_net(built["channels"], tuple(built["acts"]))
+        model = models.make_port_net(built["channels"], tuple(built["acts"]))
         try:
             with toychip.strict(), toychip.profile() as p:
-                results = train_steps(model, built["x"], built["y"], "toychip")
+                results = models.train_steps(model, built["x"], built["y"], "toychip")
         except toychip.FallbackError as error:
             return {"error": f"toychip.strict() 报错：{error}。这个算子还没有芯片内核：用 toychip.register_kernel 注册它。"}
     results["time_us"] = round(p.time_us, 6)
@@ -660,7 +483,7 @@ EXERCISES.append(Exercise(
         _port_case("relu6+hardtanh", 1, 6, ("relu6", "hardtanh"), "ReLU6 与 Hardtanh(-0.5, 2.0)"),
     ],
     hidden_cases=lambda rng: [
-        _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]), rng.sample(sorted(ACTIVATIONS), 2))
+        _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]), rng.sample(sorted(models.ACTIVATIONS), 2))
         for i in range(2)
     ],
     produce=_port_artifact, compare=_compare_port,
