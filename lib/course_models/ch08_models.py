@@ -3,7 +3,13 @@ notebook and its exercises: allocation traces, graphs to partition, profiled mod
 the capstone's conv net. Everything runs on the deterministic simulated clock."""
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
 
 import torch
 import torch.fx as fx
@@ -237,3 +243,63 @@ def block_step_profile(mode: str, *, d_model: int = 32, nhead: int = 4, ff: int 
     with toychip.profile() as p:
         run()
     return p, toychip.coverage()
+
+
+# --- packaging: the torch.backends entry point (08.autoload_package) -------------------------
+
+AUTOLOAD_SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+    loaded = "toychip" in sys.modules
+    try:
+        x = torch.randn(2, device="toychip")
+        result = f"{x.device} {torch.toychip.device_count()}"
+    except RuntimeError as e:
+        result = "error: " + str(e).splitlines()[0]
+    print("RESULT", loaded, result)
+""")
+
+
+def install_package(site: Path, name: str, files: dict) -> str | None:
+    """Put the learner's package on ``site`` as pip would: the module and a dist-info
+    whose entry_points.txt comes from pyproject.toml. Returns an error text, or None."""
+    try:
+        project = tomllib.loads(files["pyproject"])["project"]
+    except (tomllib.TOMLDecodeError, KeyError) as error:
+        return f"pyproject 不是合法的 TOML，或缺少 [project] 表：{error}"
+    groups = project.get("entry-points", {})
+    if not isinstance(groups, dict):
+        return "[project.entry-points] 应是表 (table)。"
+    package = site / name
+    package.mkdir()
+    (package / "__init__.py").write_text(files["module"])
+    dist = f"{project.get('name', name).replace('-', '_')}-{project.get('version', '0')}.dist-info"
+    info = site / dist
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project.get('name', name)}\n"
+                                   f"Version: {project.get('version', '0')}\n")
+    lines = []
+    for group, entries in groups.items():
+        if not isinstance(entries, dict):
+            return f"[project.entry-points.\"{group}\"] 应是 名字 = \"模块:函数\" 的表。"
+        lines.append(f"[{group}]")
+        lines += [f"{key} = {value}" for key, value in entries.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return None
+
+
+def import_torch_in_subprocess(site: Path) -> dict:
+    """``import torch`` in a fresh interpreter with ``site`` on the path: is the chip loaded?
+
+    ``{"loaded": bool, "result": "toychip:0 1" or "error: ..."}``, or ``{"error": ...}`` when
+    the interpreter fails (an entry point that raises makes ``import torch`` raise)."""
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+           "PYTHONPATH": os.pathsep.join([str(site), *[p for p in sys.path if p]])}
+    run = subprocess.run([sys.executable, "-c", AUTOLOAD_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=90, cwd=site)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    if run.returncode != 0 or not lines:
+        tail = (run.stderr.strip().splitlines() or ["（没有输出）"])[-1][:300]
+        return {"error": f"在子进程里 import torch 失败（退出码 {run.returncode}）：{tail}"}
+    loaded, result = lines[-1].removeprefix("RESULT ").split(" ", 1)
+    return {"loaded": loaded == "True", "result": result}
