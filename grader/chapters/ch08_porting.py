@@ -36,6 +36,11 @@ def _same_values(label: str, expected, got, *, atol: float = 1e-5, rtol: float =
 
 # --- 08.allocator_policy -----------------------------------------------------------------
 
+def _trace_case(name: str, make, rng: random.Random, *args) -> Case:
+    trace = make(rng, *args)
+    return Case(name, lambda: {"trace": list(trace)})
+
+
 def _policy_artifact(function, built) -> dict:
     try:
         return allocator.replay(built["trace"], function)
@@ -66,9 +71,9 @@ EXERCISES.append(Exercise(
              "一次训练步的模式：逐层的激活、来了就走的工作区、反向时的梯度"),
     ],
     hidden_cases=lambda rng: [
-        Case("hidden-layers", lambda seed=rng.randrange(10**6): {"trace": models.layers_trace(random.Random(seed), 8, 16)}),
-        Case("hidden-churn", lambda seed=rng.randrange(10**6): {"trace": models.churn_trace(random.Random(seed), 60)}),
-        Case("hidden-churn-2", lambda seed=rng.randrange(10**6): {"trace": models.churn_trace(random.Random(seed), 90)}),
+        _trace_case("hidden-layers", models.layers_trace, random.Random(rng.randrange(10**6)), 8, 16),
+        _trace_case("hidden-churn", models.churn_trace, random.Random(rng.randrange(10**6)), 60),
+        _trace_case("hidden-churn-2", models.churn_trace, random.Random(rng.randrange(10**6)), 90),
     ],
     produce=_policy_artifact, compare=_compare_policy,
     hint="在所有 size >= 请求的缓存块里选最小的那个（best-fit）；没有就返回 None。"
@@ -423,7 +428,8 @@ EXERCISES.append(Exercise(
         _port_case("relu6+hardtanh", 1, 6, ("relu6", "hardtanh"), "ReLU6 与 Hardtanh(-0.5, 2.0)"),
     ],
     hidden_cases=lambda rng: [
-        _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]), rng.sample(sorted(models.ACTIVATIONS), 2))
+        _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]),
+                   rng.sample(sorted(models.ACTIVATIONS), 2))
         for i in range(2)
     ],
     produce=_port_artifact, compare=_compare_port,

@@ -31,11 +31,10 @@ def _short(value) -> str:
 def layers_trace(rng: random.Random, layers: int, batch: int) -> list:
     """A training step's pattern: activations grow layer by layer, workspaces come and go,
     then the backward frees activations in reverse while gradients of other sizes appear."""
-    trace, live = [], []
+    trace = []
     for i in range(layers):
         width = rng.choice([64, 96, 128, 256, 384])
         trace.append(("alloc", f"act{i}", batch * width * 4))
-        live.append(f"act{i}")
         trace.append(("alloc", f"ws{i}", rng.choice([3, 5, 9, 17]) * KIB * rng.choice([1, 4])))
         trace.append(("free", f"ws{i}"))
     for i in reversed(range(layers)):

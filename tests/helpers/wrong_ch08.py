@@ -115,7 +115,8 @@ def _hardtanh_backward(grad, a, min_val, max_val):
 
 def port_forward_only():
     """Registers the forward kernels only: every backward still falls back to the CPU."""
-    _register([("hardswish", _hardswish), ("leaky_relu", lambda a, negative_slope=0.01: np.where(a > 0, a, a * negative_slope)),
+    _register([("hardswish", _hardswish),
+               ("leaky_relu", lambda a, negative_slope=0.01: np.where(a > 0, a, a * negative_slope).astype(a.dtype)),
                ("hardtanh", _hardtanh)])
 
 
