@@ -10,6 +10,7 @@ nothing here reads the wall clock.
 from __future__ import annotations
 
 import random
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -120,6 +121,26 @@ def _yaml_name(qualified: str) -> str:
     return name.removesuffix(".default")
 
 
+def _explain(message: str, library: list[str]) -> str:
+    """The registration's error in Chinese, with what to do about it."""
+    if match := re.search(r"declares aten::(\S+), which ATen does not have", message):
+        return (f"YAML 声明了 aten::{match[1]}，但 ATen 里没有这个算子或重载。名字用 torchgen 的写法："
+                "去掉 aten:: 前缀，默认重载不写 .default（aten::add.Tensor → add.Tensor，aten::relu.default → relu）。")
+    if (match := re.search(r"declares aten::(\S+?), which has no kernel", message)) and match[1].endswith(".default"):
+        return (f"YAML 声明了 {match[1]}：torchgen 的写法里默认重载不写 .default，应写 "
+                f"{match[1].removesuffix('.default')}（ATen 也没有叫 default 的重载名）。")
+    if match := re.search(r"declares aten::(\S+?), which has no kernel", message):
+        return (f"YAML 声明了 aten::{match[1]}，但厂商算子库里没有它的内核（算子库有：{', '.join(library)}）。"
+                "只声明题目给出的算子。")
+    if match := re.search(r"backend must be PrivateUse1, got (.*)", message):
+        return f"backend 应是调度键 PrivateUse1，而不是 {match[1]}（设备名 toychip 是 PrivateUse1 改名后的名字）。"
+    if "unknown keys" in message:
+        return "YAML 里有不认识的键：只能用 backend、cpp_namespace、supported、autograd。"
+    if "declared twice" in message:
+        return "有算子被声明了两次。"
+    return "YAML 不合法。"
+
+
 def _yaml_artifact(function, built) -> dict:
     ops = list(built["ops"])
     text = function(list(ops))
@@ -135,14 +156,13 @@ def _yaml_artifact(function, built) -> dict:
             try:
                 decl = registration.register(library, kernels, path=path)
             except registration.RegistrationError as error:
-                return {"error": f"registration 拒绝了你的 YAML：{error}（三个键 backend、cpp_namespace、supported；"
-                                 "backend 是调度键 PrivateUse1；算子名用 torchgen 的写法：去掉 aten::，默认重载不写 .default）。"}
+                return {"error": f"registration 拒绝了你的 YAML：{_explain(str(error), sorted(vendor))}"
+                                 f"（原文：{error}）"}
             except (RuntimeError, ValueError, TypeError, AttributeError) as error:
                 return {"error": f"加载或注册 YAML 时出错（{type(error).__name__}: {str(error).splitlines()[0]}）："
                                  "YAML 里的算子名要用 torchgen 的写法，例如 add.Tensor、relu（默认重载不写 .default）。"}
-        registered = sorted(name for name in decl.supported
-                            if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name.split('.')[0]}",
-                                                                             "PrivateUse1"))
+        registered = sorted(name for name in vendor
+                            if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "PrivateUse1"))
         x = built["x"]
         chip = x.to("toychip")
         outputs, errors = {}, {}
@@ -170,6 +190,11 @@ def _compare_yaml(expected, got) -> Verdict:
         return Verdict(False, f"YAML 声明了这次不需要的算子：{', '.join(extra)}（只声明给出的算子）。",
                        short(expected["declared"]), short(got["declared"]))
     verdict = compare_equal(expected["declared"], got["declared"], "声明的算子与参考不一致。")
+    if not verdict.ok:
+        return verdict
+    verdict = compare_equal(expected["registered"], got["registered"],
+                            "注册后调度器里 PrivateUse1 上有内核的算子（torch._C._dispatch_has_kernel_for_dispatch_key）"
+                            "与参考不一致。")
     if not verdict.ok:
         return verdict
     for op, want in expected["outputs"].items():

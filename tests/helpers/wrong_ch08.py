@@ -36,6 +36,13 @@ def yaml_with_device_name(ops):
     return "\n".join(lines) + "\n"
 
 
+def yaml_with_namespace(ops):
+    """Keeps the aten:: prefix: the YAML's names are inside the aten namespace already."""
+    lines = ["backend: PrivateUse1", "cpp_namespace: toychip", "supported:"]
+    lines += [f"  - {op.removesuffix('.default')}" for op in ops]
+    return "\n".join(lines) + "\n"
+
+
 def yaml_first_op_only(ops):
     """Declares only the first op (a loop that returns too early)."""
     return f"backend: PrivateUse1\ncpp_namespace: toychip\nsupported:\n  - {ops[0][6:].removesuffix('.default')}\n"
@@ -134,6 +141,7 @@ WRONG_ANSWERS = [
     ("08.allocator_policy", never_reuse),
     ("08.yaml_registration", yaml_with_default_suffix),
     ("08.yaml_registration", yaml_with_device_name),
+    ("08.yaml_registration", yaml_with_namespace),
     ("08.yaml_registration", yaml_first_op_only),
     ("08.compile_partitioning", one_island_per_node),
     ("08.compile_partitioning", all_supported_in_one_island),
