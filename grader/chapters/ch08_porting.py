@@ -1,0 +1,467 @@
+"""Chapter 08 (porting PyTorch to a chip) exercises: one per layer of a port, graded on what
+the toy chip does with the learner's artifact -- memory an allocator policy reserves,
+what a backend YAML registers in the dispatcher, launches and simulated time of a
+partitioned graph, a per-op report of a profile, what ``import torch`` loads through an
+entry point, and a ported model's training step -- never on printed text.
+
+Every number comes from the deterministic simulated clock or the allocator's bookkeeping;
+nothing here reads the wall clock.
+"""
+from __future__ import annotations
+
+import random
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import toychip
+from course_models import ch08_models as models
+from toychip import allocator, registration
+
+from ..authoring import (PASS, Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
+                         compare_outputs, seeded_build, short)
+
+EXERCISES: list[Exercise] = []  # in notebook order
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def _same_values(label: str, expected, got, *, atol: float = 1e-5, rtol: float = 1e-4) -> Verdict:
+    verdict = compare_outputs(expected, got, atol=atol, rtol=rtol)
+    return verdict if verdict.ok else Verdict(False, f"{label}与参考实现不一致。", verdict.expected, verdict.got)
+
+
+# --- 08.allocator_policy -----------------------------------------------------------------
+
+def _trace_case(name: str, make, rng: random.Random, *args) -> Case:
+    trace = make(rng, *args)
+    return Case(name, lambda: {"trace": list(trace)})
+
+
+def _policy_artifact(function, built) -> dict:
+    try:
+        return allocator.replay(built["trace"], function)
+    except ValueError as error:
+        return {"error": f"分配器拒绝了你的策略的返回值：{error}（应返回 free_blocks 的下标 int，或 None 表示向设备申请新块）。"}
+
+
+def _compare_policy(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    limit = 1.05 * expected["peak_reserved"]
+    if got["peak_reserved"] > limit:
+        return Verdict(False, f"峰值保留显存 (peak reserved) 太高：参考策略 {expected['peak_reserved']} 字节，"
+                              "你的策略比它多 5% 以上。常见原因：为小请求切分了大块（首次适配），"
+                              "或者只复用同一尺寸级别的块。", f"≤ {limit:g}", short(got["peak_reserved"]))
+    if got["fragmentation"] > expected["fragmentation"] + 0.05:
+        return Verdict(False, "峰值时刻的碎片率（保留了但没有张量使用的比例）比参考高出 0.05 以上。",
+                       f"≤ {expected['fragmentation'] + 0.05:.3f}", f"{got['fragmentation']:.3f}")
+    return PASS
+
+
+EXERCISES.append(Exercise(
+    id="08.allocator_policy", title="缓存分配器的选块策略 (block-selection policy)", function="choose_block",
+    points=2,
+    public_cases=lambda: [
+        Case("split-trap", lambda: {"trace": models.SPLIT_TRAP}, "先缓存一个 16 KiB 的大块，再来一个 2 KiB 和一个 16 KiB 的请求"),
+        Case("layers", lambda: {"trace": models.layers_trace(random.Random(0), 6, 32)},
+             "一次训练步的模式：逐层的激活、来了就走的工作区、反向时的梯度"),
+    ],
+    hidden_cases=lambda rng: [
+        _trace_case("hidden-layers", models.layers_trace, random.Random(rng.randrange(10**6)), 8, 16),
+        _trace_case("hidden-churn", models.churn_trace, random.Random(rng.randrange(10**6)), 60),
+        _trace_case("hidden-churn-2", models.churn_trace, random.Random(rng.randrange(10**6)), 90),
+    ],
+    produce=_policy_artifact, compare=_compare_policy,
+    hint="在所有 size >= 请求的缓存块里选最小的那个（best-fit）；没有就返回 None。"
+         "分配器会把选中的块切开，剩下的部分继续留在缓存里。",
+    partial_credit=True,
+))
+
+
+# --- 08.yaml_registration ----------------------------------------------------------------
+
+def _vendor_library() -> dict:
+    """The "vendor operator library": NumPy kernels under the YAML's op names."""
+    def flip(a, dims):
+        return np.ascontiguousarray(np.flip(a, tuple(dims)))
+
+    def roll(a, shifts, dims=()):
+        return np.ascontiguousarray(np.roll(a, tuple(shifts), tuple(dims) if len(dims) else None))
+
+    def cumsum(a, dim, *, dtype=None):
+        return np.cumsum(a, axis=dim).astype(a.dtype)
+
+    return {"flip": flip, "roll": roll, "cumsum": cumsum,
+            "tril": lambda a, diagonal=0: np.tril(a, diagonal), "triu": lambda a, diagonal=0: np.triu(a, diagonal),
+            "sign": np.sign, "atan": np.arctan, "sinh": np.sinh, "log1p": np.log1p, "expm1": np.expm1}
+
+
+# What a program calls for each op (on chip and on CPU): the op names are ATen's.
+CALLS = {
+    "aten::flip.default": lambda t: torch.flip(t, [0]),
+    "aten::roll.default": lambda t: torch.roll(t, 1, 1),
+    "aten::cumsum.default": lambda t: torch.cumsum(t, 1),
+    "aten::tril.default": lambda t: t.tril(1),
+    "aten::triu.default": lambda t: t.triu(-1),
+    "aten::sign.default": torch.sign,
+    "aten::atan.default": torch.atan,
+    "aten::sinh.default": torch.sinh,
+    "aten::log1p.default": lambda t: torch.log1p(t.abs()),
+    "aten::expm1.default": torch.expm1,
+}
+
+
+def _yaml_name(qualified: str) -> str:
+    name = qualified.removeprefix("aten::")
+    return name.removesuffix(".default")
+
+
+def _explain(message: str, library: list[str]) -> str:
+    """The registration's error in Chinese, with what to do about it."""
+    if match := re.search(r"declares aten::(\S+), which ATen does not have", message):
+        return (f"YAML 声明了 aten::{match[1]}，但 ATen 里没有这个算子或重载。名字用 torchgen 的写法："
+                "去掉 aten:: 前缀，默认重载不写 .default（aten::add.Tensor → add.Tensor，aten::relu.default → relu）。")
+    if (match := re.search(r"declares aten::(\S+?), which has no kernel", message)) and match[1].endswith(".default"):
+        return (f"YAML 声明了 {match[1]}：torchgen 的写法里默认重载不写 .default，应写 "
+                f"{match[1].removesuffix('.default')}（ATen 也没有叫 default 的重载名）。")
+    if match := re.search(r"declares aten::(\S+?), which has no kernel", message):
+        return (f"YAML 声明了 aten::{match[1]}，但厂商算子库里没有它的内核（算子库有：{', '.join(library)}）。"
+                "只声明题目给出的算子。")
+    if match := re.search(r"backend must be PrivateUse1, got (.*)", message):
+        return f"backend 应是调度键 PrivateUse1，而不是 {match[1]}（设备名 toychip 是 PrivateUse1 改名后的名字）。"
+    if "unknown keys" in message:
+        return "YAML 里有不认识的键：只能用 backend、cpp_namespace、supported、autograd。"
+    if "declared twice" in message:
+        return "有算子被声明了两次。"
+    return "YAML 不合法。"
+
+
+def _yaml_artifact(function, built) -> dict:
+    ops = list(built["ops"])
+    text = function(list(ops))
+    if not isinstance(text, str):
+        return {"error": f"backend_yaml 应返回 YAML 文本 (str)，实际返回了 {short(text)}。"}
+    library = torch.library.Library("aten", "IMPL")
+    vendor = _vendor_library()
+    kernels = {name: toychip.chip_kernel(f"aten::{name}", fn) for name, fn in vendor.items()}
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "toychip_native_functions.yaml"
+            path.write_text(text)
+            try:
+                decl = registration.register(library, kernels, path=path)
+            except registration.RegistrationError as error:
+                return {"error": f"registration 拒绝了你的 YAML：{_explain(str(error), sorted(vendor))}"
+                                 f"（原文：{error}）"}
+            except (RuntimeError, ValueError, TypeError, AttributeError) as error:
+                return {"error": f"加载或注册 YAML 时出错（{type(error).__name__}: {str(error).splitlines()[0]}）："
+                                 "YAML 里的算子名要用 torchgen 的写法，例如 add.Tensor、relu（默认重载不写 .default）。"}
+        registered = sorted(name for name in vendor
+                            if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "PrivateUse1"))
+        x = built["x"]
+        chip = x.to("toychip")
+        outputs, errors = {}, {}
+        for op in ops:
+            try:
+                with toychip.strict():
+                    outputs[op] = CALLS[op](chip).cpu()
+            except toychip.FallbackError as error:
+                errors[op] = str(error)
+        return {"declared": sorted(decl.supported), "backend": decl.backend, "registered": registered,
+                "outputs": outputs, "fallbacks": errors}
+    finally:
+        library._destroy()
+
+
+def _compare_yaml(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if got["fallbacks"]:
+        op, message = next(iter(got["fallbacks"].items()))
+        return Verdict(False, f"注册之后 {op} 在芯片上仍然回退到 CPU（strict 模式报错：{message}）。"
+                              "YAML 的 supported: 里缺了它，或者名字写错了。")
+    extra = sorted(set(got["declared"]) - set(expected["declared"]))
+    if extra:
+        return Verdict(False, f"YAML 声明了这次不需要的算子：{', '.join(extra)}（只声明给出的算子）。",
+                       short(expected["declared"]), short(got["declared"]))
+    verdict = compare_equal(expected["declared"], got["declared"], "声明的算子与参考不一致。")
+    if not verdict.ok:
+        return verdict
+    verdict = compare_equal(expected["registered"], got["registered"],
+                            "注册后调度器里 PrivateUse1 上有内核的算子（torch._C._dispatch_has_kernel_for_dispatch_key）"
+                            "与参考不一致。")
+    if not verdict.ok:
+        return verdict
+    for op, want in expected["outputs"].items():
+        verdict = _same_values(f"{op} 在芯片上的结果", want, got["outputs"].get(op))
+        if not verdict.ok:
+            return verdict
+    return PASS
+
+
+def _yaml_case(name: str, ops: list[str], seed: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {"ops": list(ops), "x": torch.randn(4, 5)}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.yaml_registration", title="用后端 YAML 注册一组算子 (backend YAML)", function="backend_yaml",
+    points=2,
+    public_cases=lambda: [
+        _yaml_case("flip-cumsum", ["aten::flip.default", "aten::cumsum.default"], 0, "两个默认重载的算子"),
+        _yaml_case("five-ops", ["aten::tril.default", "aten::triu.default", "aten::sign.default",
+                                "aten::roll.default", "aten::expm1.default"], 1, "五个算子"),
+    ],
+    hidden_cases=lambda rng: [
+        _yaml_case(f"hidden-{i}", sorted(rng.sample(sorted(CALLS), rng.randint(2, 6))), rng.randrange(10**6))
+        for i in range(3)
+    ],
+    produce=_yaml_artifact, compare=_compare_yaml,
+    hint="YAML 三个键：backend: PrivateUse1、cpp_namespace: toychip、supported: 列表；"
+         "列表里的名字是 torchgen 的写法：去掉 aten:: 前缀，默认重载去掉 .default（aten::add.Tensor → add.Tensor）。",
+    partial_credit=True,
+))
+
+
+# --- 08.compile_partitioning -------------------------------------------------------------
+
+def _partition_artifact(function, built) -> dict:
+    gm = models.chip_graph(built["program"], built["x"], built["w"])
+    islands = function(gm)
+    try:
+        return models.run_partitioned(gm, islands, (built["x"], built["w"]))
+    except Exception as error:  # a malformed partition can break fusion or code generation
+        return {"error": f"按你的分区编译或运行时出错：{type(error).__name__}: {str(error)[:200]}"}
+
+
+def _compare_partition(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    verdict = _same_values("分区后图的输出", expected["outputs"], got["outputs"])
+    if not verdict.ok:
+        return verdict
+    if got["launches"] > expected["launches"]:
+        return Verdict(False, f"内核启动次数比参考多（{got['launches']} > {expected['launches']}）："
+                              "能放进同一个岛的芯片节点被拆开了，岛内的融合机会就丢了。",
+                       short(expected["launches"]), short(got["launches"]))
+    return PASS
+
+
+def _partition_case(name: str, program: str, seed: int, n: int, k: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {"program": program, "x": torch.randn(n, k),
+                                                  "w": torch.randn(k, k) / k ** 0.5}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.compile_partitioning", title="编译后端的分区：把芯片能跑的节点圈成岛 (partitioning)",
+    function="chip_islands", points=3,
+    public_cases=lambda: [
+        _partition_case("cumsum-middle", "cumsum_middle", 0, 8, 16, "cumsum 没有芯片内核，夹在两段芯片算子中间"),
+        _partition_case("all-chip", "all_chip", 1, 6, 12, "所有节点芯片都支持"),
+    ],
+    hidden_cases=lambda rng: [
+        _partition_case(f"hidden-{i}-{program}", program, rng.randrange(10**6), rng.choice([4, 8, 12]),
+                        rng.choice([8, 16]))
+        for i, program in enumerate(["two_branches", "sandwich", rng.choice(["cumsum_middle", "all_chip"])])
+    ],
+    produce=_partition_artifact, compare=_compare_partition,
+    performance=PerformanceGoal(lambda facts: facts["time_us"], 1.0,
+                                "模拟时间不应超过参考分区（CapabilityBasedPartitioner 的结果）"),
+    hint="用 toychip.compiler.ChipSupport().is_node_supported(None, node) 判断节点能否上芯片；"
+         "按拓扑序把相连的芯片节点并进同一个岛，但不要让一个岛的输出经过岛外节点再回到岛内"
+         "（torch.fx.passes.infra.partitioner.CapabilityBasedPartitioner 就是这样做的）。",
+    partial_credit=True,
+))
+
+
+# --- 08.op_report ------------------------------------------------------------------------
+
+def _report_artifact(function, built) -> dict:
+    rows = function(built["profile"])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return {"error": f"op_report 应返回由 dict 组成的 list，实际返回了 {short(rows)}。"}
+    keys = {"op", "calls", "time_us", "share"}
+    bad = [r for r in rows if set(r) != keys]
+    if bad:
+        return {"error": f"每一行应恰好有键 {sorted(keys)}，这一行不是：{short(bad[0])}。"}
+    try:
+        return {"rows": [[str(r["op"]), int(r["calls"]), float(r["time_us"]), float(r["share"])] for r in rows]}
+    except (TypeError, ValueError) as error:
+        return {"error": f"行里的值类型不对（op: str, calls: int, time_us/share: float）：{error}"}
+
+
+def _compare_report(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    want, have = expected["rows"], got["rows"]
+    verdict = compare_equal([r[0] for r in want], [r[0] for r in have],
+                            "报告的算子（op 列）或它们的顺序与参考不一致：op 是内核名去掉重载（第一个 '.' 之后的部分），"
+                            "同名的合并；按 time_us 从大到小排序，相同的按 op 名排序。")
+    if not verdict.ok:
+        return verdict
+    for (op, calls, time_us, share), (_, got_calls, got_time, got_share) in zip(want, have):
+        if calls != got_calls:
+            return Verdict(False, f"{op} 的调用次数 (calls) 不对。", short(calls), short(got_calls))
+        if abs(time_us - got_time) > 1e-3 * max(1.0, abs(time_us)):
+            return Verdict(False, f"{op} 的模拟时间 (time_us) 不对。", f"{time_us:.3f}", f"{got_time:.3f}")
+        if abs(share - got_share) > 1e-4:
+            return Verdict(False, f"{op} 的占比 (share) 不对：share = 该算子的 time_us / 整个 profile 的 time_us"
+                                  "（拷贝也算在总时间里），是 0 到 1 之间的小数。", f"{share:.4f}", f"{got_share:.4f}")
+    return PASS
+
+
+def _report_case(name: str, model: str, seed: int, n: int, d: int, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {"profile": models.OP_MODELS[model](n, d)}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.op_report", title="逐算子性能报告 (per-op report)", function="op_report", points=2,
+    public_cases=lambda: [
+        _report_case("mlp-gelu", "mlp_gelu", 0, 8, 16, "MLP 训练一步：GELU 回退到 CPU，有 add.Tensor 和 add.Scalar"),
+        _report_case("attention", "attention", 1, 6, 8, "注意力 + cumsum（回退）"),
+    ],
+    hidden_cases=lambda rng: [
+        _report_case(f"hidden-{i}-{model}", model, rng.randrange(10**6), rng.choice([4, 8]), rng.choice([8, 16]))
+        for i, model in enumerate(["norm", rng.choice(["mlp_gelu", "attention"]), rng.choice(list(models.OP_MODELS))])
+    ],
+    produce=_report_artifact, compare=_compare_report,
+    hint="遍历 profile.kernels（名字 → KernelStat(calls, time_us, ...)），op = name.split('.')[0]，"
+         "同一 op 的 calls、time_us 相加；share = time_us / profile.time_us；"
+         "排序键 (-round(time_us, 3), op)。",
+    partial_credit=True,
+))
+
+
+# --- 08.autoload_package -----------------------------------------------------------------
+
+def _in_process(site: Path, name: str) -> dict:
+    """What ``torch._import_device_backends`` does at ``import torch`` -- load and call every
+    ``torch.backends`` entry point -- for the distributions on ``site`` only, in this
+    process (toychip is already imported here, so the imports the call makes are recorded)."""
+    import builtins
+    import importlib
+    import importlib.metadata
+
+    entry_points = [ep for dist in importlib.metadata.distributions(path=[str(site)])
+                    for ep in dist.entry_points if ep.group == "torch.backends"]
+    imported: list[str] = []
+    real_import, real_import_module = builtins.__import__, importlib.import_module
+
+    def spy_import(module, *args, **kwargs):
+        imported.append(module)
+        return real_import(module, *args, **kwargs)
+
+    def spy_import_module(module, *args, **kwargs):
+        imported.append(module)
+        return real_import_module(module, *args, **kwargs)
+
+    sys.path.insert(0, str(site))
+    builtins.__import__, importlib.import_module = spy_import, spy_import_module
+    try:
+        for ep in entry_points:
+            ep.load()()
+    except Exception as error:
+        return {"error": f"import torch 会失败：加载入口点时出错（{type(error).__name__}: {str(error)[:200]}）。"}
+    finally:
+        builtins.__import__, importlib.import_module = real_import, real_import_module
+        sys.path.remove(str(site))
+        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[module]
+    if not any(m == "toychip" or m.startswith("toychip.") for m in imported):
+        return {"loaded": False, "result": "error: the entry points did not import toychip"}
+    return {"loaded": True, "result": f"{torch.randn(2, device='toychip').device} {torch.toychip.device_count()}"}
+
+
+def _autoload_artifact(function, built) -> dict:
+    name = built["name"]
+    files = function(name)
+    if not isinstance(files, dict) or set(files) != {"pyproject", "module"} or \
+            not all(isinstance(v, str) for v in files.values()):
+        return {"error": f"autoload_package 应返回 {{'pyproject': str, 'module': str}}，实际返回了 {short(files)}。"}
+    with tempfile.TemporaryDirectory() as folder:
+        site = Path(folder)
+        if (problem := models.install_package(site, name, files)) is not None:
+            return {"error": problem}
+        return _in_process(site, name)
+
+
+def _compare_autoload(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if not got["loaded"]:
+        return Verdict(False, "import torch 之后 toychip 没有被加载：入口点 (entry point) 要声明在 "
+                              "[project.entry-points.\"torch.backends\"] 组里，指向 \"包名:函数名\"，函数里 import toychip。",
+                       "toychip 已加载", got["result"])
+    return compare_equal(expected["result"], got["result"], "加载后在芯片上创建张量的结果与参考不一致。")
+
+
+EXERCISES.append(Exercise(
+    id="08.autoload_package", title="打包：让 import torch 自动加载芯片 (torch.backends 入口点)",
+    function="autoload_package", points=2,
+    # torch's own loader, in process: a fresh interpreter per case (models.import_torch_in_subprocess,
+    # which the notebook runs) costs two torch imports per grading, more than the rest of the chapter
+    public_cases=lambda: [Case("toychip_plugin", lambda: {"name": "toychip_plugin"}, "包名 toychip_plugin")],
+    hidden_cases=lambda rng: [Case("hidden", lambda suffix=rng.randrange(10**6): {"name": f"chip_port_{suffix}"})],
+    produce=_autoload_artifact, compare=_compare_autoload,
+    hint="pyproject: [project] name/version，再加 [project.entry-points.\"torch.backends\"] 一行 "
+         "toychip = \"<包名>:_autoload\"；module: def _autoload(): import toychip。",
+))
+
+
+# --- 08.port_model -----------------------------------------------------------------------
+
+def _port_artifact(function, built) -> dict:
+    with toychip.kernel_scope():
+        function()
+        torch.manual_seed(built["seed"])
+        model = models.make_port_net(built["channels"], tuple(built["acts"]))
+        try:
+            with toychip.strict(), toychip.profile() as p:
+                results = models.train_steps(model, built["x"], built["y"], "toychip")
+        except toychip.FallbackError as error:
+            return {"error": f"toychip.strict() 报错：{error}。这个算子还没有芯片内核：用 toychip.register_kernel 注册它。"}
+    results["time_us"] = round(p.time_us, 6)
+    results["copies"] = p.copies
+    return results
+
+
+def _compare_port(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    for key, label in (("loss", "损失"), ("grads", "梯度"), ("params", "更新后的参数"), ("buffers", "BatchNorm 的运行统计量")):
+        verdict = _same_values(f"训练两步后的{label}", expected[key], got[key], atol=1e-5, rtol=1e-4)
+        if not verdict.ok:
+            return verdict
+    return PASS
+
+
+def _port_case(name: str, seed: int, channels: int, acts, description: str = "") -> Case:
+    return Case(name, seeded_build(seed, lambda: {
+        "seed": seed, "channels": channels, "acts": list(acts),
+        "x": torch.randn(6, 3, 8, 8), "y": torch.randint(0, 5, (6,))}), description)
+
+
+EXERCISES.append(Exercise(
+    id="08.port_model", title="完整适配案例：把一个卷积网络移植到芯片上 (capstone)", function="port_model",
+    points=4,
+    public_cases=lambda: [
+        _port_case("hardswish+leaky", 0, 4, ("hardswish", "leaky_relu"), "Hardswish 与 LeakyReLU(0.1)"),
+        _port_case("relu6+hardtanh", 1, 6, ("relu6", "hardtanh"), "ReLU6 与 Hardtanh(-0.5, 2.0)"),
+    ],
+    hidden_cases=lambda rng: [
+        _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]),
+                   rng.sample(sorted(models.ACTIVATIONS), 2))
+        for i in range(2)
+    ],
+    produce=_port_artifact, compare=_compare_port,
+    performance=PerformanceGoal(lambda facts: facts["time_us"], 1.05,
+                                "两步训练的模拟时间不应超过参考实现的 1.05 倍（每个激活前向、反向各一次内核启动）"),
+    hint="strict 模式报出的算子：hardswish / hardswish_backward、leaky_relu / leaky_relu_backward"
+         "（参数 negative_slope、self_is_result）、hardtanh / hardtanh_backward（min_val、max_val；ReLU6 也走它）。"
+         "每个用 toychip.register_kernel('aten::名字', numpy 函数) 注册。",
+    partial_credit=True,
+))

@@ -1,0 +1,304 @@
+"""Chapter 08's programs and models (porting PyTorch to the toy chip), shared by the
+notebook and its exercises: allocation traces, graphs to partition, profiled models and
+the capstone's conv net. Everything runs on the deterministic simulated clock."""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import toychip
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 300 else text[:300] + " …"
+
+
+# --- allocation traces (08.allocator_policy) ------------------------------------------------
+
+def layers_trace(rng: random.Random, layers: int, batch: int) -> list:
+    """A training step's pattern: activations grow layer by layer, workspaces come and go,
+    then the backward frees activations in reverse while gradients of other sizes appear."""
+    trace = []
+    for i in range(layers):
+        width = rng.choice([64, 96, 128, 256, 384])
+        trace.append(("alloc", f"act{i}", batch * width * 4))
+        trace.append(("alloc", f"ws{i}", rng.choice([3, 5, 9, 17]) * KIB * rng.choice([1, 4])))
+        trace.append(("free", f"ws{i}"))
+    for i in reversed(range(layers)):
+        trace.append(("alloc", f"grad{i}", rng.choice([1, 2, 3]) * KIB))
+        trace.append(("free", f"act{i}"))
+    for i in range(layers):
+        trace.append(("free", f"grad{i}"))
+    return trace
+
+
+def churn_trace(rng: random.Random, steps: int) -> list:
+    """Many short-lived buffers of mixed sizes, a few long-lived ones."""
+    trace, live = [], []
+    for i in range(steps):
+        size = rng.choice([KIB, 2 * KIB, 6 * KIB, 20 * KIB, 100 * KIB, 2 * MIB + 5])
+        trace.append(("alloc", f"t{i}", size))
+        live.append(f"t{i}")
+        if len(live) > 3 and rng.random() < 0.7:
+            trace.append(("free", live.pop(rng.randrange(len(live)))))
+    trace += [("free", key) for key in live]
+    return trace
+
+
+# A big block freed first, then a small request, then a big one: first-fit splits the big block.
+SPLIT_TRAP = [("alloc", "big", 16 * KIB), ("alloc", "small", 2 * KIB), ("free", "big"), ("free", "small"),
+              ("alloc", "a", 2 * KIB), ("alloc", "b", 16 * KIB), ("free", "a"), ("free", "b")]
+
+
+
+# --- graphs to partition (08.compile_partitioning) ------------------------------------------
+
+def _program_cumsum_middle(x, w):
+    h = torch.relu(x @ w + 1)
+    c = torch.cumsum(h, 1)                 # no chip kernel: stays on the CPU
+    return torch.tanh(c * 0.5) + h
+
+
+def _program_two_branches(x, w):
+    a = torch.sigmoid(x @ w) * 2
+    b = torch.flip(a, [0])                 # no chip kernel
+    return torch.tanh(a - 1) + torch.exp(-(b * b))
+
+
+def _program_all_chip(x, w):
+    h = torch.tanh(x @ w) * 0.5 + 0.1
+    return torch.relu(h @ w.t()) - x
+
+
+def _program_sandwich(x, w):
+    h = (x @ w).abs() + 1
+    s = torch.cumsum(h, 0)                 # no chip kernel
+    t = torch.flip(s, [1])                 # no chip kernel
+    return torch.sigmoid(t) * h - s
+
+
+PROGRAMS = {"cumsum_middle": _program_cumsum_middle, "two_branches": _program_two_branches,
+            "all_chip": _program_all_chip, "sandwich": _program_sandwich}
+
+
+def chip_graph(program: str, x: torch.Tensor, w: torch.Tensor) -> fx.GraphModule:
+    """The ATen graph of one of :data:`PROGRAMS` for chip inputs (nodes carry ``meta["val"]``)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    return make_fx(PROGRAMS[program], tracing_mode="fake")(x.to("toychip"), w.to("toychip"))
+
+
+def run_partitioned(gm: fx.GraphModule, islands, inputs) -> dict:
+    """Fuse each island (a list of node names) into one chip program, run the graph on the
+    chip; nodes outside every island run eagerly (chip kernels, or the CPU fallback)."""
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions, validate_partition
+
+    from toychip import codegen, compiler
+
+    if not isinstance(islands, (list, tuple)) or not all(isinstance(i, (list, tuple, set)) for i in islands):
+        return {"error": f"应返回由节点名列表组成的 list（例如 [['mm', 'add', 'relu']]），实际返回了 {_short(islands)}。"}
+    nodes = {n.name: n for n in gm.graph.nodes}
+    support, seen, partitions = compiler.ChipSupport(), set(), []
+    for island in islands:
+        if not island:
+            continue
+        members = []
+        for name in island:
+            node = nodes.get(name) if isinstance(name, str) else None
+            if node is None:
+                return {"error": f"图里没有名为 {name!r} 的节点（节点名见 gm.graph.nodes 的 node.name）。"}
+            if not support.is_node_supported(None, node):
+                return {"error": f"节点 {name}（{node.target}）芯片不支持（没有芯片内核或 dtype 不支持），不能放进芯片岛。"}
+            if name in seen:
+                return {"error": f"节点 {name} 出现在两个岛里。"}
+            seen.add(name)
+            members.append(node)
+        if not validate_partition(members):
+            return {"error": f"岛 {sorted(island)} 形成了依赖环：岛的某个输出要经过岛外的节点（例如 CPU 上的算子）"
+                             "再回到岛内，无法作为一个整体执行。把它拆成两个岛。"}
+        partitions.append(dict.fromkeys(members))
+    fused = fuse_by_partitions(gm, partitions, prefix="island_") if partitions else gm
+    for node in list(fused.graph.nodes):
+        if node.op == "call_module" and node.target.startswith("island_"):
+            program = codegen.generate(getattr(fused, node.target), f"ch08_{node.target}")
+            setattr(fused, node.target, compiler.ChipIsland(program))
+    fused.recompile()
+    chip_inputs = [t.to("toychip") for t in inputs]
+    with toychip.profile() as p:
+        out = fused(*chip_inputs)
+    return {"outputs": out.cpu(), "islands": len(partitions), "launches": p.launches, "copies": p.copies,
+            "time_us": round(p.time_us, 6)}
+
+
+
+# --- profiled models (08.op_report) --------------------------------------------------------
+
+def model_mlp_gelu(n: int, d: int) -> toychip.Profile:
+    model = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)).to("toychip")
+    x, y = torch.randn(n, d).to("toychip"), torch.randn(n, d).to("toychip")
+    with toychip.profile() as p:
+        loss = F.mse_loss(model(x) + 1, y) + x.sum() * 0
+        loss.backward()
+    return p
+
+
+def model_attention(n: int, d: int) -> toychip.Profile:
+    q, k, v = (torch.randn(n, d).to("toychip") for _ in range(3))
+    with toychip.profile() as p:
+        scores = torch.softmax(q @ k.t() / d ** 0.5, dim=-1)
+        out = scores @ v + 1
+        torch.cumsum(out, 0).sum(dim=0).sum()
+    return p
+
+
+def model_norm(n: int, d: int) -> toychip.Profile:
+    norm = nn.LayerNorm(d).to("toychip")
+    x = torch.randn(n, d).to("toychip").requires_grad_()
+    with toychip.profile() as p:
+        y = torch.tanh(norm(x)) * 2 + x
+        torch.flip(y, [0]).sum().backward()
+    return p
+
+
+OP_MODELS = {"mlp_gelu": model_mlp_gelu, "attention": model_attention, "norm": model_norm}
+
+
+
+# --- the capstone's conv net (08.port_model) -----------------------------------------------
+
+ACTIVATIONS = {"hardswish": lambda: nn.Hardswish(), "leaky_relu": lambda: nn.LeakyReLU(0.1),
+               "leaky_relu_0.3": lambda: nn.LeakyReLU(0.3), "relu6": lambda: nn.ReLU6(),
+               "hardtanh": lambda: nn.Hardtanh(-0.5, 2.0)}
+
+
+def make_port_net(channels: int, acts: tuple[str, str], size: int = 8, classes: int = 5) -> nn.Module:
+    """The capstone's conv net: conv-BN-act-maxpool, conv-BN-act, linear (no conv bias: BN cancels it)."""
+    return nn.Sequential(
+        nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), ACTIVATIONS[acts[0]](),
+        nn.MaxPool2d(2),
+        nn.Conv2d(channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), ACTIVATIONS[acts[1]](),
+        nn.Flatten(), nn.Linear(channels * (size // 2) ** 2, classes))
+
+
+def train_steps(model: nn.Module, x, y, device: str, steps: int = 2) -> dict:
+    """``steps`` SGD-with-momentum steps of cross-entropy on ``device``; every number worth comparing."""
+    model, x, y = model.to(device), x.to(device), y.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        grads = [p.grad.detach().cpu() for p in model.parameters()]
+        opt.step()
+    return {"loss": loss.detach().cpu(), "grads": grads, "params": [p.detach().cpu() for p in model.parameters()],
+            "buffers": [b.detach().cpu() for b in model.buffers() if b.is_floating_point()]}
+
+
+# --- eager / lazy / compiled on a transformer block (section 5) ----------------------------
+
+def block_step_profile(mode: str, *, d_model: int = 32, nhead: int = 4, ff: int = 64, batch: int = 4,
+                       seq: int = 16, seed: int = 0):
+    """One training step (forward, MSE loss, backward) of an ``nn.TransformerEncoderLayer``
+    block on the chip in ``mode`` ("eager", "lazy" or "compiled"), measured after one
+    warm-up step (lazy traces and torch.compile compiles there). Returns the step's
+    ``toychip.Profile`` and the op coverage of the measured step."""
+    from .ch01_models import EncoderBlock
+
+    torch.manual_seed(seed)
+    block = EncoderBlock(d_model, nhead, ff).to("toychip")
+    x, y = torch.randn(batch, seq, d_model).to("toychip"), torch.randn(batch, seq, d_model).to("toychip")
+
+    def loss_step(inputs, target):
+        loss = F.mse_loss(block(inputs), target)
+        loss.backward()
+        return loss
+
+    if mode == "compiled":
+        torch._dynamo.reset()
+        loss_step = torch.compile(loss_step, backend="toychip")
+
+    def run():
+        if mode == "lazy":
+            with toychip.lazy():
+                loss_step(x, y)
+                toychip.mark_step()
+        else:
+            loss_step(x, y)
+
+    run()
+    toychip.reset_coverage()
+    with toychip.profile() as p:
+        run()
+    return p, toychip.coverage()
+
+
+# --- packaging: the torch.backends entry point (08.autoload_package) -------------------------
+
+AUTOLOAD_SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+    loaded = "toychip" in sys.modules
+    try:
+        x = torch.randn(2, device="toychip")
+        result = f"{x.device} {torch.toychip.device_count()}"
+    except RuntimeError as e:
+        result = "error: " + str(e).splitlines()[0]
+    print("RESULT", loaded, result)
+""")
+
+
+def install_package(site: Path, name: str, files: dict) -> str | None:
+    """Put the learner's package on ``site`` as pip would: the module and a dist-info
+    whose entry_points.txt comes from pyproject.toml. Returns an error text, or None."""
+    try:
+        project = tomllib.loads(files["pyproject"])["project"]
+    except (tomllib.TOMLDecodeError, KeyError) as error:
+        return f"pyproject 不是合法的 TOML，或缺少 [project] 表：{error}"
+    groups = project.get("entry-points", {})
+    if not isinstance(groups, dict):
+        return "[project.entry-points] 应是表 (table)。"
+    package = site / name
+    package.mkdir()
+    (package / "__init__.py").write_text(files["module"])
+    dist = f"{project.get('name', name).replace('-', '_')}-{project.get('version', '0')}.dist-info"
+    info = site / dist
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project.get('name', name)}\n"
+                                   f"Version: {project.get('version', '0')}\n")
+    lines = []
+    for group, entries in groups.items():
+        if not isinstance(entries, dict):
+            return f"[project.entry-points.\"{group}\"] 应是 名字 = \"模块:函数\" 的表。"
+        lines.append(f"[{group}]")
+        lines += [f"{key} = {value}" for key, value in entries.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return None
+
+
+def import_torch_in_subprocess(site: Path) -> dict:
+    """``import torch`` in a fresh interpreter with ``site`` on the path: is the chip loaded?
+
+    ``{"loaded": bool, "result": "toychip:0 1" or "error: ..."}``, or ``{"error": ...}`` when
+    the interpreter fails (an entry point that raises makes ``import torch`` raise)."""
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+           "PYTHONPATH": os.pathsep.join([str(site), *[p for p in sys.path if p]])}
+    run = subprocess.run([sys.executable, "-c", AUTOLOAD_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=90, cwd=site)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    if run.returncode != 0 or not lines:
+        tail = (run.stderr.strip().splitlines() or ["（没有输出）"])[-1][:300]
+        return {"error": f"在子进程里 import torch 失败（退出码 {run.returncode}）：{tail}"}
+    loaded, result = lines[-1].removeprefix("RESULT ").split(" ", 1)
+    return {"loaded": loaded == "True", "result": result}

@@ -1,0 +1,89 @@
+"""Reference solutions of chapter 08 (porting PyTorch to a chip).
+
+Each function body is injected into the instructor's copy of ``notebooks/08_porting.ipynb``,
+so a body may use only what the notebook imports: ``math``, ``numpy as np``, ``torch``,
+``F``, ``nn``, ``fx``, ``CapabilityBasedPartitioner``, ``toychip`` and ``ChipSupport``.
+"""
+import math
+
+import numpy as np
+import torch
+import torch.fx as fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+
+import toychip
+from toychip.compiler import ChipSupport
+
+
+def choose_block(free_blocks: list, size: int):
+    """Best fit: the smallest cached block that holds ``size`` bytes (the allocator splits
+    off the rest); ``None`` when no cached block is big enough."""
+    best = None
+    for i, block in enumerate(free_blocks):
+        if block >= size and (best is None or block < free_blocks[best]):
+            best = i
+    return best
+
+
+def backend_yaml(ops: list) -> str:
+    """A backend YAML declaring ``ops`` (``aten::flip.default``) under torchgen's names (``flip``)."""
+    lines = ["backend: PrivateUse1", "cpp_namespace: toychip", "supported:"]
+    for op in ops:
+        name = op.removeprefix("aten::")
+        lines.append(f"  - {name.removesuffix('.default')}")
+    return "\n".join(lines) + "\n"
+
+
+def chip_islands(gm: fx.GraphModule) -> list:
+    """Chip islands as PyTorch's capability-based partitioner proposes them: maximal groups
+    of chip-supported nodes that form no cycle through a node left on the CPU."""
+    partitioner = CapabilityBasedPartitioner(gm, ChipSupport(), allows_single_node_partition=True)
+    return [[node.name for node in partition.nodes] for partition in partitioner.propose_partitions()]
+
+
+def op_report(profile) -> list:
+    """Per-op rows of a ``toychip.profile()``: overloads merged, sorted by simulated time."""
+    rows = {}
+    for name, stat in profile.kernels.items():
+        op = name.split(".")[0]
+        row = rows.setdefault(op, {"op": op, "calls": 0, "time_us": 0.0, "share": 0.0})
+        row["calls"] += stat.calls
+        row["time_us"] += stat.time_us
+    for row in rows.values():
+        row["share"] = round(row["time_us"] / profile.time_us, 4) if profile.time_us else 0.0
+        row["time_us"] = round(row["time_us"], 3)
+    return sorted(rows.values(), key=lambda r: (-r["time_us"], r["op"]))
+
+
+def autoload_package(name: str) -> dict:
+    """The two files of a package ``name`` whose ``torch.backends`` entry point loads the chip."""
+    pyproject = (f'[project]\nname = "{name}"\nversion = "0.1"\n\n'
+                 f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n')
+    module = "def _autoload():\n    import toychip  # registers the chip with PyTorch\n"
+    return {"pyproject": pyproject, "module": module}
+
+
+def port_model() -> None:
+    """Chip kernels for the activations the capstone's nets use, forward and backward."""
+    def hardswish(a):
+        return a * np.clip(a + 3, 0, 6) / 6
+
+    def hardswish_backward(grad, a):
+        return grad * np.where(a < -3, 0, np.where(a <= 3, a / 3 + 0.5, 1)).astype(a.dtype)
+
+    def leaky_relu(a, negative_slope=0.01):
+        return np.where(a > 0, a, a * negative_slope).astype(a.dtype)
+
+    def leaky_relu_backward(grad, a, negative_slope, self_is_result):
+        return np.where(a > 0, grad, grad * negative_slope).astype(grad.dtype)
+
+    def hardtanh(a, min_val=-1.0, max_val=1.0):
+        return np.clip(a, min_val, max_val)
+
+    def hardtanh_backward(grad, a, min_val, max_val):
+        return np.where((a <= min_val) | (a >= max_val), 0, grad).astype(grad.dtype)
+
+    for name, fn in [("hardswish", hardswish), ("hardswish_backward", hardswish_backward),
+                     ("leaky_relu", leaky_relu), ("leaky_relu_backward", leaky_relu_backward),
+                     ("hardtanh", hardtanh), ("hardtanh_backward", hardtanh_backward)]:
+        toychip.register_kernel(f"aten::{name}", fn)
