@@ -287,12 +287,13 @@ def install_package(site: Path, name: str, files: dict) -> str | None:
     return None
 
 
-def import_torch_in_subprocess(site: Path) -> dict:
+def import_torch_in_subprocess(site: Path, autoload: bool = True) -> dict:
     """``import torch`` in a fresh interpreter with ``site`` on the path: is the chip loaded?
 
     ``{"loaded": bool, "result": "toychip:0 1" or "error: ..."}``, or ``{"error": ...}`` when
-    the interpreter fails (an entry point that raises makes ``import torch`` raise)."""
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+    the interpreter fails (an entry point that raises makes ``import torch`` raise).
+    ``autoload=False`` sets ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, torch's switch to skip entry points."""
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1" if autoload else "0",
            "PYTHONPATH": os.pathsep.join([str(site), *[p for p in sys.path if p]])}
     run = subprocess.run([sys.executable, "-c", AUTOLOAD_SCRIPT], env=env, capture_output=True, text=True,
                          timeout=90, cwd=site)

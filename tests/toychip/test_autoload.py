@@ -3,24 +3,9 @@
 A real package declares the entry point in its metadata (see toychip._autoload); the test
 writes that metadata into a temporary ``*.dist-info`` on the path instead of installing one.
 """
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-SCRIPT = textwrap.dedent("""
-    import sys
-    import torch
-    loaded = "toychip" in sys.modules
-    try:
-        x = torch.randn(2, device="toychip")
-        result = f"{x.device} {torch.toychip.device_count()}"
-    except RuntimeError as e:
-        result = "error: " + str(e).splitlines()[0]
-    print(loaded, result)
-""")
+from course_models.ch08_models import import_torch_in_subprocess
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +19,10 @@ def entry_point_dir(tmp_path_factory):
     return site
 
 
-def _run(site, autoload: str) -> str:
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": autoload,
-           "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
-    return subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
 def test_import_torch_loads_the_chip_from_the_entry_point(entry_point_dir):
-    assert _run(entry_point_dir, "1") == "True toychip:0 1"
+    assert import_torch_in_subprocess(entry_point_dir) == {"loaded": True, "result": "toychip:0 1"}
 
 
 def test_autoload_zero_leaves_the_chip_unloaded(entry_point_dir):
-    loaded, result = _run(entry_point_dir, "0").split(" ", 1)
-    assert loaded == "False" and result.startswith("error:")
+    outcome = import_torch_in_subprocess(entry_point_dir, autoload=False)
+    assert outcome["loaded"] is False and outcome["result"].startswith("error:")
