@@ -377,14 +377,23 @@ def _in_process(site: Path, name: str) -> dict:
 
 
 def _autoload_artifact(function, built) -> dict:
-    name = built["name"]
-    files = function(name)
+    """Learner side: only the two file texts; what they do is judged in the analysis process."""
+    files = function(built["name"])
     if not isinstance(files, dict) or set(files) != {"pyproject", "module"} or \
             not all(isinstance(v, str) for v in files.values()):
         return {"error": f"autoload_package 应返回 {{'pyproject': str, 'module': str}}，实际返回了 {short(files)}。"}
+    return {"pyproject": files["pyproject"], "module": files["module"]}
+
+
+def _load_package(artifact: dict, built: dict) -> dict:
+    """Trusted side (the confined analysis process, where no learner cell ran): install the
+    package on a temporary site and run its entry points as ``import torch`` would."""
+    if "error" in artifact:
+        return artifact
+    name = built["name"]
     with tempfile.TemporaryDirectory() as folder:
         site = Path(folder)
-        if (problem := models.install_package(site, name, files)) is not None:
+        if (problem := models.install_package(site, name, artifact)) is not None:
             return {"error": problem}
         return _in_process(site, name)
 
@@ -402,11 +411,11 @@ def _compare_autoload(expected, got) -> Verdict:
 EXERCISES.append(Exercise(
     id="08.autoload_package", title="打包：让 import torch 自动加载芯片 (torch.backends 入口点)",
     function="autoload_package", points=2,
-    # torch's own loader, in process: a fresh interpreter per case (models.import_torch_in_subprocess,
-    # which the notebook runs) costs two torch imports per grading, more than the rest of the chapter
+    # torch's own loader, in the analysis process: a fresh interpreter per case
+    # (models.import_torch_in_subprocess, which the notebook runs) costs a torch import per case
     public_cases=lambda: [Case("toychip_plugin", lambda: {"name": "toychip_plugin"}, "包名 toychip_plugin")],
     hidden_cases=lambda rng: [Case("hidden", lambda suffix=rng.randrange(10**6): {"name": f"chip_port_{suffix}"})],
-    produce=_autoload_artifact, compare=_compare_autoload,
+    produce=_autoload_artifact, analyze=_load_package, compare=_compare_autoload,
     hint="pyproject: [project] name/version，再加 [project.entry-points.\"torch.backends\"] 一行 "
          "toychip = \"<包名>:_autoload\"；module: def _autoload(): import toychip。",
 ))
