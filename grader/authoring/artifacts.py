@@ -78,13 +78,24 @@ def artifact_error(got: Any) -> Verdict | None:
     return None
 
 
-def compare_outputs(expected: Any, got: Any, *, atol: float = 1e-5, rtol: float = 1e-4) -> Verdict:
-    """Tensors (or tuples of tensors) equal within tolerance, same shapes and dtypes."""
+def compare_outputs(expected: Any, got: Any, *, atol: float = 1e-5, rtol: float = 1e-4,
+                    label: str | None = None) -> Verdict:
+    """Tensors (or tuples of tensors) equal within tolerance, same shapes and dtypes.
+
+    ``label`` names what is compared ("分区后图的输出"): a failure then says that it differs
+    from the reference, in place of the generic wording, with the same expected/got."""
+    verdict = _compare_tensors(expected, got, atol, rtol)
+    if verdict.ok or label is None:
+        return verdict
+    return Verdict(False, f"{label}与参考实现不一致。", verdict.expected, verdict.got)
+
+
+def _compare_tensors(expected: Any, got: Any, atol: float, rtol: float) -> Verdict:
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return Verdict(False, "输出的个数与参考实现不同。", short(len(expected)), short(got))
         for e, g in zip(expected, got):
-            verdict = compare_outputs(e, g, atol=atol, rtol=rtol)
+            verdict = _compare_tensors(e, g, atol, rtol)
             if not verdict.ok:
                 return verdict
         return PASS

@@ -29,12 +29,6 @@ def _fresh_namespace(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
-def _same_values(label: str, expected, got, *, atol: float = 1e-5) -> Verdict:
-    """Tensors equal within tolerance, judged by ``compare_outputs``, worded for this chapter."""
-    verdict = compare_outputs(expected, got, atol=atol)
-    return verdict if verdict.ok else Verdict(False, f"{label}与参考实现不一致。", verdict.expected, verdict.got)
-
-
 def _coverage_delta(before: toychip.Coverage) -> tuple[list[str], list[str]]:
     """Ops that ran natively / fell back since ``before`` (sorted names)."""
     after = toychip.coverage()
@@ -76,8 +70,8 @@ def _compare_gelu(expected, got) -> Verdict:
         return Verdict(False, f"前向+反向过程中仍有算子回退到 CPU：{', '.join(got['fallback'])}。")
     for approximate in APPROXIMATIONS:
         for what, label in (("output", "前向输出"), ("grad", "梯度")):
-            verdict = _same_values(f"approximate='{approximate}' 的{label}",
-                                   expected[f"{what}_{approximate}"], got[f"{what}_{approximate}"])
+            verdict = compare_outputs(expected[f"{what}_{approximate}"], got[f"{what}_{approximate}"],
+                                      label=f"approximate='{approximate}' 的{label}")
             if not verdict.ok:
                 return verdict
     return PASS
@@ -322,8 +316,9 @@ def _compare_fallback(expected, got) -> Verdict:
     if not got["fallback_ops"]:
         return Verdict(False, "你的回退函数一次也没有被调用。")
     for name, want in expected["results"].items():
-        verdict = _same_values(f"结果 {name} 不对（是否把被写入的参数 Tensor(a!)，包括 kwarg-only 的 out=，"
-                               f"写回了芯片？）：它", want, got["results"].get(name))
+        verdict = compare_outputs(want, got["results"].get(name),
+                                  label=f"结果 {name} 不对（是否把被写入的参数 Tensor(a!)，包括 kwarg-only 的 out=，"
+                                        f"写回了芯片？）：它")
         if not verdict.ok:
             return verdict
     return PASS
@@ -414,7 +409,7 @@ def _compare_bias_gelu(expected, got) -> Verdict:
                                   f"{short(failed)}")
     checks = [("output", "CPU 前向输出"), ("grad_x", "x 的梯度"), ("grad_bias", "bias 的梯度"), ("chip_output", "芯片上的输出")]
     for name, label in checks:
-        verdict = _same_values(label, expected[name], got[name])
+        verdict = compare_outputs(expected[name], got[name], label=label)
         if not verdict.ok:
             return verdict
     if got["chip_fallback"] or got["chip_copies"]:
@@ -422,7 +417,7 @@ def _compare_bias_gelu(expected, got) -> Verdict:
                        "没有回退", short(got["chip_fallback"]))
     if isinstance(got["compiled"], str):
         return Verdict(False, f"torch.compile(fullgraph=True) 失败：{got['compiled']}")
-    return _same_values("torch.compile(fullgraph=True) 编译后的输出", expected["compiled"], got["compiled"])
+    return compare_outputs(expected["compiled"], got["compiled"], label="torch.compile(fullgraph=True) 编译后的输出")
 
 
 def _bias_gelu_case(name: str, seed: int, shape, description: str = "") -> Case:

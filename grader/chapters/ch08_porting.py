@@ -30,11 +30,6 @@ EXERCISES: list[Exercise] = []  # in notebook order
 KIB, MIB = 1024, 1024 * 1024
 
 
-def _same_values(label: str, expected, got, *, atol: float = 1e-5, rtol: float = 1e-4) -> Verdict:
-    verdict = compare_outputs(expected, got, atol=atol, rtol=rtol)
-    return verdict if verdict.ok else Verdict(False, f"{label}与参考实现不一致。", verdict.expected, verdict.got)
-
-
 # --- 08.allocator_policy -----------------------------------------------------------------
 
 def _trace_case(name: str, make, rng: random.Random, *args) -> Case:
@@ -198,7 +193,7 @@ def _compare_yaml(expected, got) -> Verdict:
     if not verdict.ok:
         return verdict
     for op, want in expected["outputs"].items():
-        verdict = _same_values(f"{op} 在芯片上的结果", want, got["outputs"].get(op))
+        verdict = compare_outputs(want, got["outputs"].get(op), label=f"{op} 在芯片上的结果")
         if not verdict.ok:
             return verdict
     return PASS
@@ -241,7 +236,7 @@ def _partition_artifact(function, built) -> dict:
 def _compare_partition(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
-    verdict = _same_values("分区后图的输出", expected["outputs"], got["outputs"])
+    verdict = compare_outputs(expected["outputs"], got["outputs"], label="分区后图的输出")
     if not verdict.ok:
         return verdict
     if got["launches"] > expected["launches"]:
@@ -442,7 +437,7 @@ def _compare_port(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
     for key, label in (("loss", "损失"), ("grads", "梯度"), ("params", "更新后的参数"), ("buffers", "BatchNorm 的运行统计量")):
-        verdict = _same_values(f"训练两步后的{label}", expected[key], got[key], atol=1e-5, rtol=1e-4)
+        verdict = compare_outputs(expected[key], got[key], label=f"训练两步后的{label}")
         if not verdict.ok:
             return verdict
     return PASS
