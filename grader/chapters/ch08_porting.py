@@ -111,11 +111,6 @@ CALLS = {
 }
 
 
-def _yaml_name(qualified: str) -> str:
-    name = qualified.removeprefix("aten::")
-    return name.removesuffix(".default")
-
-
 def _explain(message: str, library: list[str]) -> str:
     """The registration's error in Chinese, with what to do about it."""
     if match := re.search(r"declares aten::(\S+), which ATen does not have", message):
