@@ -58,12 +58,22 @@ def cmd_grade(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from .instructor.course import build_course
+    from .instructor.course import NOTEBOOKS_DIR, build_course, graded_notebooks
+    from .instructor.warm_cache import cache_size, inductor_cache
 
-    assignments = build_course(args.outdir)
+    notebooks = graded_notebooks()
+    if args.chapters:
+        unknown = sorted(set(args.chapters) - {path.name[:2] for path in notebooks})
+        if unknown:
+            raise GraderError(f"no graded chapter notebook {', '.join(unknown)} in {NOTEBOOKS_DIR}")
+        notebooks = [path for path in notebooks if path.name[:2] in args.chapters]
+    assignments = build_course(args.outdir, notebooks, warm=not args.no_warm_cache)
     print(f"course directory: {Path(args.outdir).resolve()}")
     for name in assignments:
         print(f"  released {name}: {Path(args.outdir) / 'release' / name}")
+        if not args.no_warm_cache:
+            size = cache_size(inductor_cache(args.outdir, name))
+            print(f"    sandbox cache from the references: {size / 2**20:.1f} MiB")
     return 0
 
 
@@ -101,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     release = commands.add_parser("release", help="build an nbgrader course directory and generate the releases")
     release.add_argument("outdir")
+    release.add_argument("--chapters", nargs="+", metavar="NN", help="release only these chapters (e.g. 03 05; default: all)")
+    release.add_argument("--no-warm-cache", action="store_true",
+                         help="skip grading each source once to fill the sandboxes' Inductor cache (grading is slower)")
     release.set_defaults(handler=cmd_release)
 
     autograde = commands.add_parser("autograde", help="nbgrader autograde, feedback and CSV export of the collected submissions")

@@ -9,8 +9,11 @@ The split mirrors where code runs:
   bool, int, float, str, lists/tuples, dicts with str keys, plain ``torch.Tensor``s.
   Anything else (custom classes, tensor subclasses, objects with a custom ``__eq__``)
   is refused when it crosses back.
-- ``analyze(artifact, built)`` (trusted side, optional) turns an artifact into facts,
-  e.g. decodes a serialised graph and runs it on the case's inputs.
+- ``analyze(artifact, built)`` (optional) turns an artifact into facts, e.g. decodes a
+  serialised graph and runs it on the case's inputs. What it runs came from learner code,
+  so grading runs it in a confined process of its own; an analysis that only adds facts
+  about the case (a measurement of Dynamo, the chip's clock) declares
+  ``confine_analysis=False`` and runs on the trusted side, where it can be memoised.
 - ``compare(expected_facts, got_facts)`` judges; ``performance`` compares a metric.
 """
 from __future__ import annotations
@@ -81,6 +84,9 @@ class Exercise:
     hint: str = ""
     performance: PerformanceGoal | None = None
     analyze: Callable[[Any, dict], Any] = keep_artifact
+    # False: analyze runs nothing the artifact describes (it reads it as data), so the
+    # grader may call it in its own process instead of starting a confined one.
+    confine_analysis: bool = True
     # "package.module:function"; the chapter catalog fills in solutions.<chapter module>:<function>.
     reference: str = ""
     # Cases test independent things: each passed case earns its share of the points.

@@ -173,7 +173,7 @@ EXERCISES.append(Exercise(
                         "像 GPU 一样异步：调用立即返回，工作 5 ms 后才完成"),
     ],
     hidden_cases=lambda rng: [_random_benchmark_case(rng, i) for i in range(3)],
-    produce=benchmark_artifact, analyze=_with_truth, compare=_compare_benchmark,
+    produce=benchmark_artifact, analyze=_with_truth, confine_analysis=False, compare=_compare_benchmark,
     hint="三件事：先调用 warmup 次不计时；每个样本用 time.perf_counter() 计一次调用，"
          "开始计时前和停表前都调用 synchronize()；最后取中位数 statistics.median，而不是平均值。",
 ))
@@ -255,7 +255,7 @@ EXERCISES.append(Exercise(
         _costs_case("attention", "attention", (2, 8, 16), "bmm、transpose（视图）、softmax"),
     ],
     hidden_cases=lambda rng: [_random_costs_case(rng, i) for i in range(3)],
-    produce=costs_artifact, analyze=_with_chip, compare=_compare_costs,
+    produce=costs_artifact, analyze=_with_chip, confine_analysis=False, compare=_compare_costs,
     hint="第一步：gm = make_fx(fn)(*inputs)，ShapeProp(gm).propagate(*inputs)，然后只看 op == 'call_function' 的节点，"
          "跳过 node.target.is_view 的视图。第二步：字节 = 每个张量输入 (node.all_input_nodes) 和输出的 "
          "meta['tensor_meta'] 的 numel × dtype.itemsize 之和。第三步：mm/addmm/bmm 的运算量是 2 × 输出元素数 × K，"
@@ -365,7 +365,7 @@ EXERCISES.append(Exercise(
         _roofline_case("tiny-many", [_kernel("add.Tensor", 8000, 1000)] * 40, CHIPS[2], "40 个小的逐点内核"),
     ],
     hidden_cases=_hidden_roofline_cases,
-    produce=roofline_artifact, analyze=_with_clock, compare=_compare_roofline,
+    produce=roofline_artifact, analyze=_with_clock, confine_analysis=False, compare=_compare_roofline,
     hint="第一步：对每个内核算 move = bytes / mem_bytes_per_us、work = flops / flops_per_us，时间是 launch_us + max(move, work)。"
          "第二步：把 max 记到赢的那一边（move ≥ work 记内存，否则记计算），发射开销 = 内核数 × launch_us。"
          "第三步：time_us 是三部分之和，bound 是最大的那一部分。",

@@ -201,7 +201,8 @@ EXERCISES.append(Exercise(
         _compilations_case("many-shapes", [2, 3, 7, 8, 16, 32, 64, 128, 1, 2], False, "10 种形状，dynamic=False"),
     ],
     hidden_cases=lambda rng: [_random_compilations_case(rng, i) for i in range(8)],
-    produce=compilations_artifact, analyze=_with_measurement, compare=_compare_compilations,
+    produce=compilations_artifact, analyze=_with_measurement, confine_analysis=False,
+    compare=_compare_compilations,
     hint="dynamic=False：每种新形状编译一次，但最多 torch._dynamo.config.recompile_limit（8）次；"
          "dynamic=True：batch ≥ 2 共用一张动态图，batch 为 1 另有一张；"
          "dynamic=None：第一张图是静态的，第一次看到不同的 batch（≥ 2）时编译一张动态图。",

@@ -220,7 +220,8 @@ EXERCISES.append(Exercise(
         _guard_case(f"hidden-{i}", models.random_calls(rng, rng.randint(5, 8)), rng.choice([None, False]))
         for i in range(2)
     ],
-    produce=predictor_artifact, analyze=_with_measurement, compare=_compare_prediction, partial_credit=True,
+    produce=predictor_artifact, analyze=_with_measurement, confine_analysis=False, compare=_compare_prediction,
+    partial_credit=True,
     hint="维护一个缓存条目列表：每个条目记下编译时的 (size, dtype, requires_grad, n, flag) 和其中哪些是动态的；"
          "一次调用命中 = 某个条目的每个静态字段都相等。未命中才编译：dynamic=None 时，size 或 n 只要和第一次编译时的值不同，"
          "之后编译的条目就把它当作动态（接受任何值）；bool、dtype、requires_grad 永远是静态的；dynamic=False 时一切都是静态的。",

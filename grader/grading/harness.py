@@ -107,7 +107,7 @@ def analyze_in_sandbox(plan, outcomes: dict[int, dict], limits: Limits) -> dict[
     for exercise, cases in plan:
         for case, _ in cases:
             outcome = outcomes[task_id]
-            if "artifact" in outcome and exercise.analyze is not keep_artifact:
+            if "artifact" in outcome and exercise.analyze is not keep_artifact and exercise.confine_analysis:
                 values[f"artifact_{task_id}"] = outcome["artifact"]
                 tasks.append(Task(task_id, exercise.function, exercise.analyze_name, case.build(),
                                   value=f"artifact_{task_id}"))

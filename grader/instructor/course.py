@@ -8,6 +8,7 @@ Layout of a course directory (nbgrader's own)::
     release/ch03/03_fx.ipynb     nbgrader generate_assignment: no solutions
     submitted/<student>/ch03/03_fx.ipynb   collected by the instructor
     harness/<assignment>/<student>/<notebook>.json   the isolated harness's records
+    cache/inductor/<assignment>/   what the references compiled in the sandbox (see .warm_cache)
     autograded/, feedback/, gradebook.db, grades.csv, reports/ (JUnit, Gradescope)
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .batch import Job, JobStatus, run_jobs, statuses_json
 from .nbgrader_bridge import course_seed, results_path
 from .release import inject_solutions, strip_outputs
 from .reports import write_gradescope, write_junit
+from .warm_cache import inductor_cache, warm_inductor_cache
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -86,8 +88,10 @@ def run_nbgrader(course_dir: Path, *arguments: str) -> subprocess.CompletedProce
     return done
 
 
-def build_course(course_dir, notebooks: list[Path] | None = None) -> list[str]:
-    """Write the course directory with injected sources and generate the releases."""
+def build_course(course_dir, notebooks: list[Path] | None = None, *, warm: bool = True,
+                 limits: Limits = Limits()) -> list[str]:
+    """Write the course directory with injected sources and generate the releases; with
+    ``warm``, grade each source once to fill its sandbox cache (:mod:`.warm_cache`)."""
     course_dir = Path(course_dir)
     course_dir.mkdir(parents=True, exist_ok=True)
     (course_dir / "nbgrader_config.py").write_text(CONFIG_TEMPLATE, encoding="utf-8")
@@ -102,15 +106,22 @@ def build_course(course_dir, notebooks: list[Path] | None = None) -> list[str]:
         filled = strip_outputs(inject_solutions(read_notebook(notebook_path)))
         nbformat.write(filled, source)
         run_nbgrader(course_dir, "generate_assignment", name, "--force")
+        if warm:
+            warm_inductor_cache(course_dir, name, source, course_seed(course_dir), _protecting(course_dir, limits))
         assignments.append(name)
     if not assignments:
         raise GraderError("no chapter notebook with graded cells was found")
     return assignments
 
 
+def _protecting(course_dir: Path, limits: Limits) -> Limits:
+    """``limits`` with the solutions and the course directory hidden from the sandbox."""
+    return replace(limits, protected_paths=(str(SOLUTIONS_DIR), str(course_dir.resolve())))
+
+
 def collect_jobs(course_dir: Path, limits: Limits) -> list[Job]:
     """One job per submitted notebook of a released assignment."""
-    limits = replace(limits, protected_paths=(str(SOLUTIONS_DIR), str(course_dir.resolve())))
+    limits = _protecting(course_dir, limits)
     seed = course_seed(course_dir)
     jobs = []
     for path in sorted(course_dir.glob("submitted/*/*/*.ipynb")):
@@ -119,8 +130,10 @@ def collect_jobs(course_dir: Path, limits: Limits) -> list[Job]:
         if not source.is_file():
             continue  # not a notebook of this course's assignments
         exercise_ids = tuple(e.id for e in graded_exercises(read_notebook(source), source.name))
+        cache = inductor_cache(course_dir, assignment)
         jobs.append(Job(student, assignment, path.stem, str(path), exercise_ids, seed,
-                        str(results_path(course_dir, student, assignment, path.stem)), limits))
+                        str(results_path(course_dir, student, assignment, path.stem)),
+                        replace(limits, inductor_cache=str(cache) if cache.is_dir() else "")))
     return jobs
 
 
@@ -143,6 +156,8 @@ def autograde_course(course_dir, *, jobs: int = 2, limits: Limits = Limits()) ->
     course_dir = Path(course_dir)
     if not (course_dir / "nbgrader_config.py").is_file():
         raise GraderError(f"{course_dir} is not a course directory (no nbgrader_config.py); create one with `python -m grader release`")
+    if limits.threads is None:  # the jobs share the cores
+        limits = replace(limits, threads=max(1, len(os.sched_getaffinity(0)) // jobs))
     work = collect_jobs(course_dir, limits)
     if not work:
         raise GraderError(f"no submissions under {course_dir / 'submitted'} (expected submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb)")

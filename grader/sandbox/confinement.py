@@ -20,7 +20,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 163
 
 @dataclass(frozen=True)
 class Limits:
-    """Budgets for one sandbox process (seconds and bytes)."""
+    """Budgets for one sandbox process (seconds and bytes), and what it starts with."""
 
     cell_timeout_s: float = 120.0
     task_timeout_s: float = 60.0
@@ -29,6 +29,15 @@ class Limits:
     file_bytes: int = 512 * 2**20
     max_processes: int = 64
     protected_paths: tuple[str, ...] = field(default_factory=tuple)
+    # Intra-op threads of torch in the sandbox (None: torch's default, every core). A batch
+    # grading N submissions at once gives each its share, so they do not fight over cores.
+    threads: int | None = None
+    # An Inductor cache that `release` filled from the reference notebook: every attempt
+    # starts from its own copy of it, so kernels the references compiled are not compiled
+    # again, and nothing one submission writes reaches another (see grader.sandbox.driver).
+    inductor_cache: str = ""
+    # Only for that reference run: merge what the attempts compiled back into inductor_cache.
+    collect_cache: bool = False
 
 
 def strong_isolation_available() -> bool:

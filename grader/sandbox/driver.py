@@ -30,6 +30,7 @@ from .graph_codec import pack
 
 OUTPUT_TAIL_BYTES = 4000
 SANDBOX_UID_BASE = 61000
+INDUCTOR_CACHE = ".inductor"   # in the attempt's home
 
 
 @dataclass
@@ -86,19 +87,33 @@ def _import_roots() -> str:
     return os.pathsep.join(roots)
 
 
-def _clean_environment(home: str, import_path: str) -> dict:
+def _clean_environment(home: str, import_path: str, threads: int | None) -> dict:
     """Only what Python needs; every place a library writes to (temporary files, Inductor's
     caches and precompiled headers, which it keys by user name) lies inside ``home``, which
     is deleted with the attempt, so no submission sees another's files. ``home`` and
     ``import_path`` are named as the sandbox process sees them."""
     keep = ("PATH", "LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS")
     env = {k: os.environ[k] for k in keep if k in os.environ}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     env.update(HOME=home, TMPDIR=f"{home}/tmp", USER="sandbox", LOGNAME="sandbox",
                PYTHONPATH=import_path, MPLCONFIGDIR=f"{home}/.mpl", PYTHONDONTWRITEBYTECODE="1",
                # unbuffered: the driver kills the process as soon as its last task is done
-               PYTHONUNBUFFERED="1",
-               PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=f"{home}/.inductor")
+               PYTHONUNBUFFERED="1", PYTHONNOUSERSITE="1",
+               PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=f"{home}/{INDUCTOR_CACHE}",
+               # Inductor compiles in this process: a pool of compile workers, each importing
+               # torch, costs more than the few small graphs a submission compiles.
+               TORCHINDUCTOR_COMPILE_THREADS="1")
     return env
+
+
+def _copy_tree(source: Path, target: Path, uid: int | None) -> None:
+    """Copy a cache (never link it: the sandbox may write to what it is given)."""
+    shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    if uid is not None:
+        for folder, dirs, files in os.walk(target):
+            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.lchown(name, uid, uid)
 
 
 class _Attempt:
@@ -109,6 +124,8 @@ class _Attempt:
         torch.save(request, work / "request.pt")
         home = work / "home"
         (home / "tmp").mkdir(parents=True, exist_ok=True)
+        if limits.inductor_cache and Path(limits.inductor_cache).is_dir():
+            _copy_tree(Path(limits.inductor_cache), home / INDUCTOR_CACHE, uid)
         if uid is not None:
             for path in (work, home, home / "tmp", work / "request.pt"):
                 os.chown(path, uid, uid)
@@ -117,10 +134,10 @@ class _Attempt:
         read_fd, write_fd = os.pipe()
         if isolation.allowlist:
             argv = filesystem_view.command(work, ["-m", "grader.sandbox", filesystem_view.WORK, str(write_fd)])
-            env = _clean_environment(f"{filesystem_view.WORK}/home", filesystem_view.PACKAGES)
+            env = _clean_environment(f"{filesystem_view.WORK}/home", filesystem_view.PACKAGES, limits.threads)
         else:
             argv = [sys.executable, "-m", "grader.sandbox", str(work), str(write_fd)]
-            env = _clean_environment(str(home), _import_roots())
+            env = _clean_environment(str(home), _import_roots(), limits.threads)
         self.output = open(work.parent / f"output-{work.name}.txt", "wb")
         self.process = subprocess.Popen(
             argv, pass_fds=(write_fd,), cwd=home, env=env,
@@ -221,6 +238,8 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
             finished = done_tasks >= {t.id for t in remaining}
             timed_out = not finished and attempt.process.poll() is None
             attempt.kill()
+            if limits.collect_cache and (work / "home" / INDUCTOR_CACHE).is_dir():
+                _copy_tree(work / "home" / INDUCTOR_CACHE, Path(limits.inductor_cache), None)
             report.output_tail = (work.parent / f"output-{work.name}.txt").read_bytes()[-OUTPUT_TAIL_BYTES:].decode(errors="replace")
             for task in list(remaining):
                 if task.id in done_tasks:

@@ -31,8 +31,9 @@ def read_grades(course):
 
 def test_release_and_batch_autograde(tmp_path):
     course = tmp_path / "course"
-    done = grader("release", str(course))
+    done = grader("release", str(course), "--chapters", "03")
     assert done.returncode == 0, done.stderr
+    assert (course / "cache" / "inductor" / "ch03").is_dir() and "sandbox cache" in done.stdout
     release = course / "release" / "ch03" / "03_fx.ipynb"
     released, source = release.read_text(encoding="utf-8"), (course / "source" / "ch03" / "03_fx.ipynb").read_text(encoding="utf-8")
     assert "BEGIN SOLUTION" in source and "BEGIN SOLUTION" not in released
