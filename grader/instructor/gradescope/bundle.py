@@ -40,8 +40,7 @@ def chapter_number(text: str) -> str:
     """``3``, ``03`` or ``ch03`` → ``03``, a chapter with exercises; otherwise a clear error."""
     number = str(text).lower().removeprefix("ch").zfill(2)
     if not chapters.chapter(number):
-        graded = ", ".join(n for n in chapters.chapter_modules() if chapters.chapter(n))
-        raise GraderError(f"unknown chapter {text!r}: chapters with exercises are {graded}")
+        raise GraderError(f"unknown chapter {text!r}: the course's chapters are {', '.join(chapters.chapter_modules())}")
     return number
 
 
