@@ -3,12 +3,15 @@ writes a results.json that follows Gradescope's schema, with the points of hidde
 shown only once grades are published."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
 
 import jsonschema
 import pytest
+import torch
 
 from grader import chapters
 from grader.instructor.gradescope.bundle import build_bundle, torch_pin
@@ -76,8 +79,7 @@ def autograder(tmp_path_factory):
 def run_submission(root, *notebooks):
     """Put ``notebooks`` (name → writer) in submission/ and run the bundle's run_autograder."""
     for folder in ("submission", "results"):
-        if (root / folder).exists():
-            subprocess.run(["rm", "-rf", str(root / folder)], check=True)
+        shutil.rmtree(root / folder, ignore_errors=True)
     (root / "submission").mkdir()
     for name, write in notebooks:
         write(root / "submission" / name)
@@ -142,10 +144,24 @@ def test_the_scripts_are_bash_at_the_root_and_torch_comes_from_the_cpu_index(aut
         done = subprocess.run(["bash", "-n", str(source / script)], capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
     setup = (source / "setup.sh").read_text(encoding="utf-8")
-    assert torch_pin() == "torch==2.13.0"
+    # exactly the torch the course runs on here (no local label such as +cpu), within pyproject's 2.13.*
+    assert torch_pin() == f"torch=={torch.__version__.split('+')[0]}" and re.fullmatch(r"torch==2\.13\.\d+", torch_pin())
     assert f'--index-url https://download.pytorch.org/whl/cpu "{torch_pin()}"' in setup
     assert "@TORCH_PIN@" not in setup and "bubblewrap" in setup
     assert torch_pin() in (source / "requirements.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_setup_stops_with_a_clear_message_on_an_old_python(autograder, tmp_path):
+    """Run setup.sh where ``python3`` is 3.10 (a stand-in): it must stop before installing anything."""
+    (tmp_path / "python3").write_text('#!/bin/sh\n[ "$1" = --version ] && echo "Python 3.10.12"\nexit 1\n')
+    (tmp_path / "python3").chmod(0o755)
+    (tmp_path / "apt-get").write_text(f"#!/bin/sh\ntouch {tmp_path}/apt-get-ran\n")
+    (tmp_path / "apt-get").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(autograder / "source" / "setup.sh")], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 1 and not (tmp_path / "apt-get-ran").exists()
+    assert "Python 3.11 or newer" in done.stderr and "Python 3.10.12" in done.stderr and "Ubuntu 24.04" in done.stderr
 
 
 def test_bundles_draw_their_own_seed_or_reuse_a_course_seed(tmp_path):

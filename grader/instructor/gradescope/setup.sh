@@ -4,15 +4,17 @@
 set -euo pipefail
 SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-apt-get update -qq
-# bubblewrap: the sandbox's allowlisted file system. Where Gradescope's container forbids
-# the namespaces it needs, the grader falls back and every results.json says which isolation ran.
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv bubblewrap
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "error: the course needs Python 3.11 or newer, but this image has $(python3 --version 2>&1);" \
          "choose Gradescope's Ubuntu 24.04 base image" >&2
     exit 1
 fi
+
+apt-get update -qq
+# bubblewrap: the sandbox's allowlisted file system. Where Gradescope's container forbids
+# the namespaces it needs, the grader falls back and every results.json says which isolation ran.
+# g++: TorchInductor compiles the C++ it generates for the CPU.
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv bubblewrap g++
 
 python3 -m venv "$SOURCE/venv"
 "$SOURCE/venv/bin/python" -m pip install --quiet --upgrade pip
