@@ -3,7 +3,8 @@
 Every notebook in ``submission/`` is graded through the isolated harness on the bundle's
 own exercise list and secret seed, unless its graded cells name only other chapters
 (a renamed or unreadable notebook is still graded: it scores what it can, with a reason).
-The best-scoring notebook counts; ``results/results.json`` always gets written.
+The best-scoring notebook counts. (If this cannot even start, ``run_autograder`` still
+writes a results.json that says so.)
 """
 from __future__ import annotations
 
