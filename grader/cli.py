@@ -1,4 +1,4 @@
-"""``python -m grader``: check, grade, release and autograde from the command line.
+"""``python -m grader``: check, grade, release, autograde and Gradescope bundles from the command line.
 
 The instructor's commands import their (nbgrader-heavy) modules only when they run."""
 from __future__ import annotations
@@ -92,6 +92,19 @@ def cmd_autograde(args) -> int:
     return 0
 
 
+def cmd_gradescope_bundle(args) -> int:
+    from .instructor.gradescope.bundle import build_bundle
+
+    bundle = build_bundle(args.chapter, args.out, seed_from=args.seed_from)
+    print(f"Gradescope autograder for chapter {bundle['chapter']}: {len(bundle['exercises'])} exercises, "
+          f"{bundle['points']} points")
+    print(f"  wrote {bundle['path']}")
+    print("  upload it as a programming assignment's autograder with the Ubuntu 24.04 base image "
+          "(Python 3.11+ is required); the zip holds the hidden cases' secret seed and the reference solutions: "
+          "keep it private")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -122,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     autograde.add_argument("--cell-timeout", type=float, default=120, help="seconds allowed per notebook cell (default 120)")
     autograde.add_argument("--case-timeout", type=float, default=60, help="seconds allowed per exercise case (default 60)")
     autograde.set_defaults(handler=cmd_autograde)
+
+    bundle = commands.add_parser("gradescope-bundle", help="write a Gradescope autograder zip for one chapter")
+    bundle.add_argument("chapter", help="chapter number, e.g. 03")
+    bundle.add_argument("out", metavar="OUT.zip")
+    bundle.add_argument("--seed-from", metavar="COURSE_DIR",
+                        help="reuse the hidden cases' seed of a course directory (default: a new secret seed)")
+    bundle.set_defaults(handler=cmd_gradescope_bundle)
     return parser
 
 

@@ -6,7 +6,21 @@ the approach, so self-study shows it only after a repeated failure (or on reques
 from __future__ import annotations
 
 from ..authoring import Exercise
-from .results import ExerciseResult
+from .results import CaseResult, ExerciseResult
+
+
+def public_case_lines(public: list[CaseResult]) -> list[str]:
+    """One line per public case; a failed one also shows what was expected and what came."""
+    lines = []
+    for case in public:
+        verdict = case.verdict
+        lines.append(f"  {'✓' if verdict.ok else '✗'} 用例「{case.case}」" + ("" if verdict.ok else f"：{verdict.message}"))
+        if not verdict.ok:
+            if verdict.expected is not None:
+                lines.append(f"      期望：{verdict.expected}")
+            if verdict.got is not None:
+                lines.append(f"      实际：{verdict.got}")
+    return lines
 
 
 def format_result(result: ExerciseResult, exercise: Exercise, *, show_hint: bool = True) -> str:
@@ -21,14 +35,7 @@ def format_result(result: ExerciseResult, exercise: Exercise, *, show_hint: bool
     lines = [f"❌ {exercise.id} {exercise.title} 未通过{score}"]
     if result.error is not None:
         lines.append(f"  {result.error}")
-    for case in public:
-        verdict = case.verdict
-        lines.append(f"  {'✓' if verdict.ok else '✗'} 用例「{case.case}」" + ("" if verdict.ok else f"：{verdict.message}"))
-        if not verdict.ok:
-            if verdict.expected is not None:
-                lines.append(f"      期望：{verdict.expected}")
-            if verdict.got is not None:
-                lines.append(f"      实际：{verdict.got}")
+    lines += public_case_lines(public)
     if hidden:
         failed = sum(not c.verdict.ok for c in hidden)
         lines.append(f"  隐藏用例：{len(hidden) - failed}/{len(hidden)} 通过")

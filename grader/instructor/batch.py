@@ -67,10 +67,24 @@ def current_record(record_path, submission_path, seed: int) -> dict | None:
     return record if fresh else None
 
 
+def grade_record(path, exercises: list, seed: int, limits: Limits) -> dict:
+    """One submission's record: ``status`` "graded" with its results, or "invalid" (the
+    notebook cannot be read) or "error" (a grader bug) with a reason and 0 points."""
+    from ..grading.harness import grade_file
+
+    max_points = sum(e.points for e in exercises)
+    try:
+        return {"status": "graded", **grade_file(path, seed=seed, exercises=exercises, limits=limits).to_json()}
+    except GraderError as error:
+        return {"status": "invalid", "reason": str(error), "points": 0, "max_points": max_points, "exercises": []}
+    except Exception as error:  # a grader bug must not stop the batch
+        return {"status": "error", "reason": f"{type(error).__name__}: {error}", "points": 0,
+                "max_points": max_points, "exercises": []}
+
+
 def grade_job(job: Job) -> JobStatus:
     """Grade one submission (runs in a worker process)."""
     from .. import chapters
-    from ..grading.harness import grade_file
 
     exercises = [chapters.get(i) for i in job.exercise_ids]
     max_points = sum(e.points for e in exercises)
@@ -81,15 +95,7 @@ def grade_job(job: Job) -> JobStatus:
                          max_points, 0.0, record.get("reason", ""), reused=True)
     base = {"version": RECORD_VERSION, "sha256": submission_digest(job.path), "seed": job.seed, "student": job.student,
             "assignment": job.assignment, "notebook": job.notebook}
-    try:
-        submission = grade_file(job.path, seed=job.seed, exercises=exercises, limits=job.limits)
-        record = {**base, "status": "graded", **submission.to_json()}
-    except GraderError as error:
-        record = {**base, "status": "invalid", "reason": str(error), "points": 0, "max_points": max_points,
-                  "exercises": []}
-    except Exception as error:  # a grader bug must not stop the batch
-        record = {**base, "status": "error", "reason": f"{type(error).__name__}: {error}", "points": 0,
-                  "max_points": max_points, "exercises": []}
+    record = {**base, **grade_record(job.path, exercises, job.seed, job.limits)}
     _write(Path(job.record_path), record)
     return JobStatus(job.student, job.assignment, job.notebook, record["status"], record["points"],
                      max_points, time.monotonic() - start, record.get("reason", ""))

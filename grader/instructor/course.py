@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from dataclasses import replace
@@ -28,9 +27,10 @@ from ..grading.harness import SOLUTIONS_DIR, graded_exercises
 from ..grading.notebooks import check_cells, read_notebook
 from ..sandbox.confinement import Limits
 from .batch import Job, JobStatus, run_jobs, statuses_json
-from .nbgrader_bridge import course_seed, results_path
+from .nbgrader_bridge import results_path
 from .release import inject_solutions, strip_outputs
 from .reports import write_gradescope, write_junit
+from .seed import course_seed, ensure_seed
 from .warm_cache import inductor_cache, warm_inductor_cache
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -95,9 +95,7 @@ def build_course(course_dir, notebooks: list[Path] | None = None, *, warm: bool 
     course_dir = Path(course_dir)
     course_dir.mkdir(parents=True, exist_ok=True)
     (course_dir / "nbgrader_config.py").write_text(CONFIG_TEMPLATE, encoding="utf-8")
-    seed_file = course_dir / ".grader_seed"
-    if not seed_file.exists():
-        seed_file.write_text(str(secrets.randbelow(2**31)), encoding="utf-8")
+    ensure_seed(course_dir)
     assignments = []
     for notebook_path in notebooks or graded_notebooks():
         name = assignment_name(notebook_path)

@@ -20,14 +20,11 @@ from ..grading.harness import grade_notebook, graded_exercises
 from ..grading.notebooks import CHECK_PREFIX, exercise_id, grade_id
 from ..grading.results import ExerciseResult, results_from_json
 from .batch import current_record
+from .seed import course_seed
 
 
 def results_path(course_root: Path, student: str, assignment: str, notebook: str) -> Path:
     return Path(course_root) / "harness" / assignment / student / f"{notebook}.json"
-
-
-def course_seed(course_root: Path) -> int:
-    return int((Path(course_root) / ".grader_seed").read_text().strip())
 
 
 def autograde_preprocessors() -> list:

@@ -65,7 +65,9 @@ def test_release_and_batch_autograde(tmp_path):
     suites = ElementTree.parse(course / "reports" / "junit.xml").getroot()
     assert {s.get("name") for s in suites} == {f"ch03/{n}" for n in ("alice", "bob", "carol", "dave", "erin")}
     gradescope = json.loads((course / "reports" / "gradescope" / "ch03" / "alice.json").read_text())
-    assert gradescope["score"] == FULL and len(gradescope["tests"]) == len(POINTS)
+    points_tests = [t for t in gradescope["tests"] if t["visibility"] == "after_published"]
+    assert gradescope["score"] == FULL and len(points_tests) == len(POINTS)
+    assert sum(t["score"] for t in gradescope["tests"]) == FULL
 
     again = grader(*arguments)
     assert again.returncode == 0, again.stderr
