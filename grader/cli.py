@@ -58,9 +58,9 @@ def cmd_grade(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from .instructor.course import build_course
+    from .instructor.course import build_course, select_notebooks
 
-    assignments = build_course(args.outdir)
+    assignments = build_course(args.outdir, select_notebooks(args.assignment) if args.assignment else None)
     print(f"course directory: {Path(args.outdir).resolve()}")
     for name in assignments:
         print(f"  released {name}: {Path(args.outdir) / 'release' / name}")
@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     release = commands.add_parser("release", help="build an nbgrader course directory and generate the releases")
     release.add_argument("outdir")
+    release.add_argument("--assignment", action="append", metavar="chNN",
+                         help="release only this chapter (repeatable, e.g. --assignment ch03); default: every graded chapter")
     release.set_defaults(handler=cmd_release)
 
     autograde = commands.add_parser("autograde", help="nbgrader autograde, feedback and CSV export of the collected submissions")

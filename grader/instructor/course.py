@@ -69,6 +69,16 @@ def graded_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
     return found
 
 
+def select_notebooks(assignments: list[str]) -> list[Path]:
+    """The graded chapter notebooks of the named assignments (``ch03``), so that a class
+    can be given one chapter at a time; an unknown name is an error, not an empty release."""
+    available = {assignment_name(path): path for path in graded_notebooks()}
+    unknown = [name for name in assignments if name not in available]
+    if unknown:
+        raise GraderError(f"unknown assignment {', '.join(unknown)}; available: {', '.join(available)}")
+    return [available[name] for name in assignments]
+
+
 def run_nbgrader(course_dir: Path, *arguments: str) -> subprocess.CompletedProcess:
     """Run one nbgrader command inside ``course_dir``; raise with its log on failure.
 
