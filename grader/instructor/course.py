@@ -49,6 +49,8 @@ c.OverwriteCells.add_missing_cells = True
 # IsolatedGrading writes its verdicts into the check cells in place of Execute.
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
 c.IsolatedGrading.course_root = str(root)
+# nbgrader collect never takes a submission filed under another student's name.
+c.ExchangeFactory.collect = "grader.instructor.exchange.OwnerCheckedCollect"
 '''
 
 

@@ -156,3 +156,14 @@ def test_two_students_exchange_chapter_03_and_cannot_reach_each_other(class_root
         mine = class_root / "exchange" / f"{two.name}-folder"
         assert_allowed(two, "os.mkdir(path); os.rename(path, path + '-renamed')", mine)
         assert_denied(two, "os.rename(path, path + '-gone')", course_exchange)
+
+        # A submission filed under student one's name by student two is not collected (the
+        # course's OwnerCheckedCollect); nbgrader's own collect would take it, being newer.
+        two.succeed("python", "-m", "nbgrader", "submit", "ch03", f"--student={one.name}")
+        stamp = course / "submitted" / one.name / "ch03" / "timestamp.txt"
+        genuine = stamp.read_text()
+        log = teacher.succeed("python", "-m", "nbgrader", "collect", "ch03", "--update", cwd=course)
+        assert "Not collected" in log and stamp.read_text() == genuine
+        teacher.succeed("python", "-m", "nbgrader", "collect", "ch03", "--update",
+                        "--ExchangeFactory.collect=nbgrader.exchange.default.collect.ExchangeCollect", cwd=course)
+        assert stamp.read_text() != genuine
