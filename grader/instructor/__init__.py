@@ -3,6 +3,7 @@
 - :mod:`.course`: build an nbgrader course directory, release, autograde a class;
 - :mod:`.batch`: grade many submissions in parallel, idempotently;
 - :mod:`.nbgrader_bridge`: nbgrader's autograde with the isolated harness's points;
+- :mod:`.exchange`: nbgrader collect that refuses submissions filed under another's name;
 - :mod:`.reports`: JUnit XML and Gradescope ``results.json``.
 
 The top layer: imports :mod:`grader.grading` and below; nothing imports it but the CLI.
