@@ -58,15 +58,10 @@ def cmd_grade(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from .instructor.course import NOTEBOOKS_DIR, build_course, graded_notebooks
+    from .instructor.course import build_course, select_notebooks
     from .instructor.warm_cache import cache_size, inductor_cache
 
-    notebooks = graded_notebooks()
-    if args.chapters:
-        unknown = sorted(set(args.chapters) - {path.name[:2] for path in notebooks})
-        if unknown:
-            raise GraderError(f"no graded chapter notebook {', '.join(unknown)} in {NOTEBOOKS_DIR}")
-        notebooks = [path for path in notebooks if path.name[:2] in args.chapters]
+    notebooks = select_notebooks(args.assignment) if args.assignment else None
     assignments = build_course(args.outdir, notebooks, warm=not args.no_warm_cache)
     print(f"course directory: {Path(args.outdir).resolve()}")
     for name in assignments:
@@ -124,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     release = commands.add_parser("release", help="build an nbgrader course directory and generate the releases")
     release.add_argument("outdir")
-    release.add_argument("--chapters", nargs="+", metavar="NN", help="release only these chapters (e.g. 03 05; default: all)")
+    release.add_argument("--assignment", action="append", metavar="chNN",
+                         help="release only this chapter (repeatable, e.g. --assignment ch03); default: every graded chapter")
     release.add_argument("--no-warm-cache", action="store_true",
                          help="skip grading each source once to fill the sandboxes' Inductor cache (grading is slower)")
     release.set_defaults(handler=cmd_release)

@@ -51,6 +51,8 @@ c.OverwriteCells.add_missing_cells = True
 # IsolatedGrading writes its verdicts into the check cells in place of Execute.
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
 c.IsolatedGrading.course_root = str(root)
+# nbgrader collect never takes a submission filed under another student's name.
+c.ExchangeFactory.collect = "grader.instructor.exchange.OwnerCheckedCollect"
 '''
 
 
@@ -69,6 +71,16 @@ def graded_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
             continue
         found.append(path)
     return found
+
+
+def select_notebooks(assignments: list[str]) -> list[Path]:
+    """The graded chapter notebooks of the named assignments (``ch03``), so that a class
+    can be given one chapter at a time; an unknown name is an error, not an empty release."""
+    available = {assignment_name(path): path for path in graded_notebooks()}
+    unknown = [name for name in assignments if name not in available]
+    if unknown:
+        raise GraderError(f"unknown assignment {', '.join(unknown)}; available: {', '.join(available)}")
+    return [available[name] for name in assignments]
 
 
 def run_nbgrader(course_dir: Path, *arguments: str) -> subprocess.CompletedProcess:

@@ -55,19 +55,28 @@ def _check(result: int, what: str) -> None:
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
+def closed_passage(path: str) -> tuple[str, str] | None:
+    """(first folder on the way to ``path`` that other users cannot enter, its child on
+    that way), e.g. ("/root", "/root/.pyenv"); None when every folder is open."""
+    parts = os.path.realpath(path).split(os.sep)
+    for depth in range(2, len(parts)):
+        folder = os.sep.join(parts[:depth])
+        if not os.stat(folder).st_mode & 0o001:
+            return folder, os.sep.join(parts[:depth + 1])
+    return None
+
+
 def interpreter_passage() -> tuple[str, str] | None:
-    """(closed folder, its child on the way to Python), e.g. ("/root", "/root/.pyenv").
+    """The :func:`closed_passage` on the way to Python, if any.
 
     A home folder of mode 700 holding the interpreter would stop the throw-away uid from
     starting Python; inside the sandbox's mount namespace that folder is replaced by an
     empty one through which only the interpreter's subtree is visible.
     """
     for real in {os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)}:
-        parts = real.split(os.sep)
-        for depth in range(2, len(parts)):
-            folder = os.sep.join(parts[:depth])
-            if not os.stat(folder).st_mode & 0o001:
-                return folder, os.sep.join(parts[:depth + 1])
+        passage = closed_passage(real)
+        if passage is not None:
+            return passage
     return None
 
 
@@ -75,8 +84,13 @@ def _mount(libc, source: str, target: str, fstype, flags: int, data=None) -> Non
     _check(libc.mount(source.encode(), target.encode(), fstype, flags, data), f"mount {target}")
 
 
-def _isolate_filesystem(libc, hidden, staging: str | None) -> None:
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+def isolate_filesystem(hidden: tuple[str, ...] = (), staging: str | None = None, *, network: bool = False) -> None:
+    """Root only: give this process its own mount namespace (and, unless ``network``, no
+    network). ``hidden`` folders become empty and read-only; a closed folder on the way to
+    Python (:func:`interpreter_passage`) shows only the interpreter's subtree, re-exposed
+    through ``staging``, an empty folder."""
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS | (0 if network else CLONE_NEWNET)), "unshare")
     _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)
     for path in hidden:
         if os.path.isdir(path):
@@ -100,7 +114,7 @@ def confine(limits: Limits, uid: int | None, staging: str | None = None):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if uid is not None:
-            _isolate_filesystem(_libc(), limits.protected_paths, staging)
+            isolate_filesystem(limits.protected_paths, staging)
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)

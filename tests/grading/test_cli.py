@@ -69,7 +69,8 @@ def test_autograde_outside_a_course_directory(tmp_path):
     assert done.returncode == 2 and "not a course directory" in done.stderr
 
 
-def test_release_of_an_unknown_chapter_is_one_clear_line(tmp_path):
-    done = run_grader("release", str(tmp_path / "course"), "--chapters", "03", "42")
-    assert done.returncode == 2 and "no graded chapter notebook 42" in done.stderr
-    assert "Traceback" not in done.stderr and not (tmp_path / "course").exists()
+def test_release_of_an_unknown_assignment_names_the_available_ones(tmp_path):
+    done = run_grader("release", str(tmp_path / "course"), "--assignment", "ch99")
+    assert done.returncode == 2 and "unknown assignment ch99; available: ch00" in done.stderr
+    assert "ch03" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "course").exists()

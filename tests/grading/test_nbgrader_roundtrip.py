@@ -31,7 +31,7 @@ def read_grades(course):
 
 def test_release_and_batch_autograde(tmp_path):
     course = tmp_path / "course"
-    done = grader("release", str(course), "--chapters", "03")
+    done = grader("release", str(course), "--assignment", "ch03")
     assert done.returncode == 0, done.stderr
     assert (course / "cache" / "inductor" / "ch03").is_dir() and "sandbox cache" in done.stdout
     release = course / "release" / "ch03" / "03_fx.ipynb"
