@@ -18,7 +18,9 @@ CHAPTER_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 @cache
 def pages(site) -> dict[str, Page]:
-    return {str(path.relative_to(site)): Page(path) for path in sorted(site.rglob("*.html"))}
+    """The site's pages (the theme's template fragments in _static are not pages)."""
+    return {str(path.relative_to(site)): Page(path) for path in sorted(site.rglob("*.html"))
+            if "_static" not in path.relative_to(site).parts}
 
 
 def chapter_title(notebook) -> str:
@@ -27,8 +29,10 @@ def chapter_title(notebook) -> str:
 
 
 def solution_lines() -> set[str]:
-    """Lines of the reference solutions' bodies that no stored notebook contains."""
+    """Lines of the reference solutions' bodies that neither a stored notebook nor the course library
+    (whose demo models some cells print) contains."""
     stored = "\n".join(cell.source for path in CHAPTER_NOTEBOOKS for cell in read_notebook(path).cells)
+    stored += "\n".join(path.read_text(encoding="utf-8") for path in (ROOT / "lib").rglob("*.py"))
     lines = set()
     for exercise in chapters.every_exercise():
         body = inspect.getsource(exercise.reference_function).splitlines()[1:]
@@ -47,8 +51,10 @@ def test_every_chapter_has_a_page_and_the_index_lists_it_by_title(built_site):
 
 def test_search_works_offline_with_chinese_words(built_site):
     assert "search.html" in pages(built_site)
-    index = (built_site / "searchindex.js").read_text(encoding="utf-8")
-    assert '"调度"' in index and '"dynamo"' in index  # jieba split the Chinese text into words
+    script = (built_site / "searchindex.js").read_text(encoding="utf-8")
+    terms = json.loads(script[script.index("(") + 1:script.rindex(")")])["terms"]
+    assert {"调度", "芯片", "dynamo"} <= set(terms)  # jieba split the Chinese text into words
+    assert "调度器是" not in terms
 
 
 def test_graphs_are_svg_images_on_the_chapter_pages(built_site):
@@ -69,6 +75,12 @@ def test_no_reference_solution_code_is_on_any_page(built_site):
     site_text = "\n".join(page.text for page in pages(built_site).values())
     assert [line for line in lines if line in site_text] == []
     assert "def count_ops(gm: fx.GraphModule) -> dict:" in site_text  # the blank stub is there, read the same way
+
+
+def test_exercise_cells_are_shown_without_their_outputs(built_site):
+    chapter = pages(built_site)["chapters/03_fx.html"]
+    assert 'check("03.op_census")' in chapter.text
+    assert [name for name, page in pages(built_site).items() if "⬜" in page.text] == []  # "not answered"
 
 
 def test_no_cell_shows_an_error(built_site):
