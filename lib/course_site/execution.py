@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbclient
 import nbformat
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from .errors import SiteBuildError
 from .redaction import without_exercise_outputs
@@ -21,30 +20,31 @@ def content_key(notebook_path: Path, inputs: list[Path]) -> str:
     """A hash of the notebook and of every file it runs (library code, recorded assets)."""
     digest = hashlib.sha256(notebook_path.read_bytes())
     for path in sorted(inputs):
-        digest.update(str(path).encode() + b"\0" + path.read_bytes())
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:20]
 
 
-def failing_cell(notebook) -> tuple[int, str]:
-    """The index and first source line of the first cell with an error output."""
-    for index, cell in enumerate(notebook.cells):
-        if any(output.output_type == "error" for output in cell.get("outputs", [])):
-            return index, (cell.source.strip().splitlines() or [""])[0]
-    return -1, ""
+def failure(error: Exception) -> str:
+    if isinstance(error, CellExecutionError):
+        return f"raised {error.ename}: {error.evalue}"
+    return f"failed: {str(error).strip().splitlines()[0]}"  # a timeout or a dead kernel
 
 
 def execute_notebook(source: Path, target: Path) -> Path:
     """Run ``source`` top to bottom in a scratch folder; write it to ``target`` without exercise outputs."""
     notebook = nbformat.read(source, as_version=4)
+    running = {"index": 0}
     with tempfile.TemporaryDirectory(prefix=f"site-{source.stem}-") as scratch:
         client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                                         resources={"metadata": {"path": scratch}})
+                                         resources={"metadata": {"path": scratch}},
+                                         on_cell_execute=lambda cell, cell_index: running.update(index=cell_index))
         try:
             client.execute()
-        except CellExecutionError as error:
-            index, first_line = failing_cell(notebook)
-            raise SiteBuildError(f"{source.name}: cell {index} ({first_line!r}) raised "
-                                  f"{error.ename}: {error.evalue}") from None
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
+            index = running["index"]
+            first_line = (notebook.cells[index].source.strip().splitlines() or [""])[0]
+            raise SiteBuildError(f"{source.name}: cell {index + 1} of {len(notebook.cells)} ({first_line!r}) "
+                                 f"{failure(error)}") from None
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     nbformat.write(without_exercise_outputs(notebook), partial)

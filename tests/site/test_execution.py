@@ -1,4 +1,6 @@
 """Running notebooks for the site: a failing cell is named, an unchanged notebook is not run again."""
+import re
+
 import nbformat
 import nbformat.v4 as nbf
 import pytest
@@ -13,10 +15,11 @@ def write_notebook(path, *sources):
     return path
 
 
-def test_a_failing_cell_stops_the_build_naming_chapter_and_cell(tmp_path):
-    notebook = write_notebook(tmp_path / "09_broken.ipynb", "x = 1", "y = 1 / 0  # the broken one")
-    with pytest.raises(SiteBuildError, match=r"09_broken\.ipynb: cell 1 \('y = 1 / 0  # the broken one'\) raised "
-                                             r"ZeroDivisionError"):
+@pytest.mark.parametrize("broken, failure", [("y = 1 / 0  # the broken one", "raised ZeroDivisionError"),
+                                              ("import os; os._exit(1)", "failed: Kernel died")])
+def test_a_failing_cell_stops_the_build_naming_chapter_and_cell(tmp_path, broken, failure):
+    notebook = write_notebook(tmp_path / "09_broken.ipynb", "x = 1", broken, "print('never run')")
+    with pytest.raises(SiteBuildError, match=rf"^09_broken\.ipynb: cell 2 of 3 \({re.escape(repr(broken))}\) {failure}"):
         executed_notebooks([notebook], [], tmp_path / "cache", workers=1)
     assert list((tmp_path / "cache").glob("*.ipynb")) == []
 
