@@ -1,4 +1,9 @@
 """Sphinx configuration of the executed edition (built by ``./course site``, see lib/course_site)."""
+import logging
+
+import jieba
+
+jieba.setLogLevel(logging.INFO)  # its dictionary-loading messages are not the build's
 
 project = "PyTorch 编译栈实战课程"
 author = "课程作者"
