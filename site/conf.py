@@ -6,7 +6,6 @@ import jieba
 jieba.setLogLevel(logging.INFO)  # its dictionary-loading messages are not the build's
 
 project = "PyTorch 编译栈实战课程"
-author = "课程作者"
 language = "zh_CN"  # Sphinx's Chinese search splits words with jieba (the `site` extra installs it)
 
 extensions = ["myst_nb"]
