@@ -5,19 +5,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from .build import DEFAULT_CACHE, DEFAULT_OUTPUT, build_site
+from .build import DEFAULT_OUTPUT, build_site
 from .errors import SiteBuildError
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_site", description=__doc__)
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help=f"the site's folder (default {DEFAULT_OUTPUT})")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
-                        help=f"executed notebooks and Sphinx's doctrees (default {DEFAULT_CACHE})")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+                        help=f"the site's folder, replaced by the build (default {DEFAULT_OUTPUT})")
     parser.add_argument("--workers", type=int, default=2, help="notebooks run at the same time (default 2)")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
     try:
-        index = build_site(args.output.resolve(), args.cache.resolve(), workers=args.workers)
+        index = build_site(args.output.resolve(), workers=args.workers)
     except SiteBuildError as error:
         print(f"error: the site was not built: {error}", file=sys.stderr)
         return 1

@@ -16,6 +16,19 @@ RUN_INPUT_SUFFIXES = {".py", ".yaml", ".json"}
 SITE_PACKAGE = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = ROOT / "build" / "site"
 DEFAULT_CACHE = ROOT / ".cache" / "site"
+# Written into every built site: only a folder holding it (or an empty one) is ever replaced.
+SITE_MARKER = ".built-by-course-site"
+
+
+def chapter_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def check_replaceable(output: Path) -> None:
+    """Refuse an output folder with other files in it: building replaces the whole folder."""
+    if output.exists() and (not output.is_dir() or (any(output.iterdir()) and not (output / SITE_MARKER).is_file())):
+        raise SiteBuildError(f"{output} exists and is not a site built by ./course site; "
+                             "name a new or empty folder with --output (building replaces the whole folder)")
 
 
 def run_inputs() -> list[Path]:
@@ -37,8 +50,8 @@ def build_site(output: Path = DEFAULT_OUTPUT, cache: Path = DEFAULT_CACHE, worke
     """Build the site into ``output`` and return its ``index.html``; raises if a cell or Sphinx fails."""
     from sphinx.cmd.build import build_main  # the optional `site` extra
 
-    chapters = executed_notebooks(sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), run_inputs(),
-                                  cache / "executed", workers=workers)
+    check_replaceable(output)
+    chapters = executed_notebooks(chapter_notebooks(), run_inputs(), cache / "executed", workers=workers)
     sources, html = cache / "sources", cache / "html"
     assemble_sources(chapters, sources)
     # -W: a warning (a missing image, a broken cross-reference) fails the build; -q: only problems.
@@ -49,4 +62,5 @@ def build_site(output: Path = DEFAULT_OUTPUT, cache: Path = DEFAULT_CACHE, worke
         raise SiteBuildError(f"sphinx-build failed (exit status {status}); its messages are above")
     shutil.rmtree(output, ignore_errors=True)
     shutil.copytree(html, output, ignore=shutil.ignore_patterns(".buildinfo*", ".doctrees"))
+    (output / SITE_MARKER).write_text("built by ./course site; the next build replaces this folder\n")
     return output / "index.html"

@@ -7,13 +7,13 @@ from functools import cache
 
 import pytest
 
-from course_site.build import NOTEBOOKS, ROOT
+from course_site.build import ROOT, chapter_notebooks
 from grader import chapters
 from grader.grading.notebooks import read_notebook
 from site_html import Page, broken_links, remote_assets
 
 pytestmark = pytest.mark.site
-CHAPTER_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+CHAPTER_NOTEBOOKS = chapter_notebooks()
 
 
 @cache
