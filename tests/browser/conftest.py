@@ -31,26 +31,37 @@ def checkout_before():
     return checkout_state()
 
 
-@pytest.fixture(scope="module")
-def course_server(session_home, checkout_before):
+def require_chromium():
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (sudo apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def course_server(session_home, checkout_before):
+    require_chromium()
     server = CourseServer(session_home)
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def lab(course_server):
+def chromium():
+    """Debian's chromium driven by Playwright."""
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def lab(course_server, chromium):
     from lab_page import LabPage
 
     link = course_server.printed_link()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(60_000)
-        page.goto(link)
-        yield LabPage(page, link)
-        browser.close()
+    page = chromium.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(60_000)
+    page.goto(link)
+    yield LabPage(page, link)

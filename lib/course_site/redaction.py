@@ -1,0 +1,17 @@
+"""Removing the outputs of exercise cells: a blank run's ⬜ "not answered" says nothing to a reader."""
+from __future__ import annotations
+
+from grader.grading.notebooks import ANSWER_PREFIX, CHECK_PREFIX, grade_id
+
+
+def is_exercise_cell(cell) -> bool:
+    return grade_id(cell).startswith((ANSWER_PREFIX, CHECK_PREFIX))
+
+
+def without_exercise_outputs(notebook):
+    """``notebook`` with its answer and check cells' outputs and execution counts cleared (in place)."""
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and is_exercise_cell(cell):
+            cell.outputs = []
+            cell.execution_count = None
+    return notebook
