@@ -5,7 +5,6 @@ space or punctuation, so the parenthesised term goes after the bold one: ``**术
 import re
 
 import pytest
-from markdown_it import MarkdownIt
 
 from course_site.build import chapter_notebooks
 from grader.grading.notebooks import read_notebook
@@ -16,6 +15,8 @@ CODE = re.compile(r"<code>.*?</code>", re.S)
 
 def literal_markers(markdown: str) -> list[str]:
     """Lines whose rendered text (code spans aside) still shows ``**``."""
+    from markdown_it import MarkdownIt  # the `site` extra's parser (myst-parser's)
+
     renderer = MarkdownIt("commonmark")
     return [line for line in markdown.splitlines() if "**" in CODE.sub("", renderer.render(line))]
 
