@@ -70,7 +70,7 @@ def grade_chapter(notebook: Path, students: int, jobs: int) -> dict:
     return {"chapter": notebook.name[:2], "first": first, "second": second,
             "reused": sum(s.reused for s in again), "median": statistics.median(latencies),
             "p90": latencies[int(0.9 * (len(latencies) - 1))], "max": latencies[-1],
-            "points": sorted({s.points for s in statuses})}
+            "points": sorted({round(s.points, 2) for s in statuses})}
 
 
 def main() -> None:

@@ -105,7 +105,7 @@ def _progress(done: int, total: int, status: JobStatus) -> None:
     width = 24
     filled = width * done // total
     line = (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"{status.assignment}/{status.student}: {status.status} {status.points}/{status.max_points}"
+            f"{status.assignment}/{status.student}: {status.status} {status.points:g}/{status.max_points}"
             f"{' (reused)' if status.reused else f' ({status.seconds:.1f} s)'}")
     if sys.stderr.isatty():
         print("\r" + line.ljust(100), end="" if done < total else "\n", file=sys.stderr, flush=True)
@@ -134,9 +134,9 @@ def run_jobs(jobs: list[Job], workers: int) -> list[JobStatus]:
 
 
 def summary_table(statuses: list[JobStatus]) -> str:
-    rows = [f"{'assignment':10}  {'student':16}  {'status':8}  {'points':>7}  {'seconds':>7}  reason"]
+    rows = [f"{'assignment':10}  {'student':16}  {'status':8}  {'points':>9}  {'seconds':>7}  reason"]
     for s in statuses:
-        rows.append(f"{s.assignment:10}  {s.student:16}  {s.status:8}  {s.points:>3}/{s.max_points:<3}  "
+        rows.append(f"{s.assignment:10}  {s.student:16}  {s.status:8}  {s.points:>5.4g}/{s.max_points:<3}  "
                     f"{'reused' if s.reused else f'{s.seconds:7.1f}':>7}  {s.reason[:60]}")
     graded = [s for s in statuses if not s.reused]
     if graded:
