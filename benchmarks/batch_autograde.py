@@ -8,6 +8,7 @@ released notebook for each student (most correct, every 4th with a wrong answer,
 ``python -m grader autograde`` once (isolated grading, nbgrader autograde, feedback,
 export) and once more (every record reused), and prints one row per chapter: wall
 times and per-submission latency. Goals: median <= 15 s, 40 submissions <= 10 min.
+Recorded rows, with the machine and conditions: benchmarks/batch_autograde.md.
 """
 from __future__ import annotations
 

@@ -100,8 +100,7 @@ def run_nbgrader(course_dir: Path, *arguments: str) -> subprocess.CompletedProce
     return done
 
 
-def build_course(course_dir, notebooks: list[Path] | None = None, *, warm: bool = True,
-                 limits: Limits = Limits()) -> list[str]:
+def build_course(course_dir, notebooks: list[Path] | None = None, *, warm: bool = True) -> list[str]:
     """Write the course directory with injected sources and generate the releases; with
     ``warm``, grade each source once to fill its sandbox cache (:mod:`.warm_cache`)."""
     course_dir = Path(course_dir)
@@ -117,7 +116,7 @@ def build_course(course_dir, notebooks: list[Path] | None = None, *, warm: bool 
         nbformat.write(filled, source)
         run_nbgrader(course_dir, "generate_assignment", name, "--force")
         if warm:
-            warm_inductor_cache(course_dir, name, source, course_seed(course_dir), _protecting(course_dir, limits))
+            warm_inductor_cache(course_dir, name, source, course_seed(course_dir), _protecting(course_dir, Limits()))
         assignments.append(name)
     if not assignments:
         raise GraderError("no chapter notebook with graded cells was found")
