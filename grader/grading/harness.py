@@ -24,7 +24,7 @@ from ..sandbox.confinement import Limits
 from ..sandbox.driver import SandboxReport, Task, run_in_sandbox
 from .cell_slice import needed_cells, statically_bound
 from .judge import exercise_cases, failure_message, judge_exercise
-from .notebooks import ANSWER_PREFIX, CHECK_PREFIX, exercise_id, grade_id, read_notebook
+from .notebooks import CHECK_PREFIX, grade_id, named_exercises, read_notebook
 from .results import ExerciseResult
 
 SOLUTIONS_DIR = Path(__file__).resolve().parents[2] / "solutions"
@@ -56,11 +56,7 @@ class SubmissionResult:
 
 def graded_exercises(notebook, name: str = "") -> list[Exercise]:
     """Every declared exercise of the chapters this notebook belongs to, in order."""
-    numbers = set()
-    for cell in notebook.cells:
-        identifier = grade_id(cell)
-        if identifier.startswith((ANSWER_PREFIX, CHECK_PREFIX)):
-            numbers.add(chapters.get(exercise_id(identifier)).chapter)
+    numbers = {chapters.get(identifier).chapter for identifier in named_exercises(notebook)}
     if (match := CHAPTER_PATTERN.match(Path(name).name)) is not None:
         numbers.add(match.group(1))
     exercises = [e for number in sorted(numbers) for e in chapters.chapter(number)]

@@ -52,6 +52,16 @@ def grade_id(cell) -> str:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
 
 
+def is_exercise_cell(cell) -> bool:
+    """An answer or a check cell (by its nbgrader grade id)."""
+    return grade_id(cell).startswith((ANSWER_PREFIX, CHECK_PREFIX))
+
+
+def named_exercises(notebook) -> set[str]:
+    """The exercise ids that the notebook's answer and check cells name (declared or not)."""
+    return {exercise_id(grade_id(cell)) for cell in notebook.cells if is_exercise_cell(cell)}
+
+
 def exercise_id(cell_grade_id: str) -> str:
     """``check-03-remove_dropout`` → ``03.remove_dropout``."""
     for prefix in (ANSWER_PREFIX, CHECK_PREFIX):

@@ -1,11 +1,7 @@
 """Removing the outputs of exercise cells: a blank run's ⬜ "not answered" says nothing to a reader."""
 from __future__ import annotations
 
-from grader.grading.notebooks import ANSWER_PREFIX, CHECK_PREFIX, grade_id
-
-
-def is_exercise_cell(cell) -> bool:
-    return grade_id(cell).startswith((ANSWER_PREFIX, CHECK_PREFIX))
+from grader.grading.notebooks import is_exercise_cell
 
 
 def without_exercise_outputs(notebook):

@@ -16,7 +16,7 @@ from pathlib import Path
 from ... import chapters
 from ...errors import GraderError
 from ...grading.harness import SOLUTIONS_DIR
-from ...grading.notebooks import ANSWER_PREFIX, CHECK_PREFIX, exercise_id, grade_id, read_notebook
+from ...grading.notebooks import named_exercises, read_notebook
 from ...sandbox.confinement import Limits
 from ..batch import grade_record
 from ..reports import gradescope_results, write_results_json
@@ -30,8 +30,7 @@ def _other_chapter(path: Path, chapter: str) -> bool:
         notebook = read_notebook(path)
     except GraderError:
         return False
-    named = {exercise_id(grade_id(cell)).split(".")[0] for cell in notebook.cells
-             if grade_id(cell).startswith((ANSWER_PREFIX, CHECK_PREFIX))}
+    named = {identifier.split(".")[0] for identifier in named_exercises(notebook)}
     return bool(named) and chapter not in named
 
 
