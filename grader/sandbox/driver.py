@@ -103,7 +103,10 @@ def _clean_environment(home: str, import_path: str, threads: int | None) -> dict
                PYTHONHASHSEED="0", MPLBACKEND="Agg", TORCHINDUCTOR_CACHE_DIR=f"{home}/{INDUCTOR_CACHE}",
                # Inductor compiles in this process: a pool of compile workers, each importing
                # torch, costs more than the few small graphs a submission compiles.
-               TORCHINDUCTOR_COMPILE_THREADS="1")
+               TORCHINDUCTOR_COMPILE_THREADS="1",
+               # Its precompiled header lives under TMPDIR, new for every attempt: building it
+               # took 8 s of g++ even when the warm cache already held every kernel.
+               TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS="0")
     return env
 
 

@@ -1,6 +1,7 @@
 """Sandboxes start warm: what the reference run compiled with Inductor (collected once, at
 release) is loaded from a cache instead of compiled again, and nothing a submission
-writes into its copy reaches the shared cache or the next submission."""
+writes into its copy reaches the shared cache or the next submission; loading from it runs
+no compiler."""
 import json
 from dataclasses import replace
 
@@ -11,9 +12,10 @@ from grader.sandbox.driver import Task, run_in_sandbox
 PROBE = """
 import json, os, torch
 from torch._dynamo.utils import counters
+from torch._inductor.codecache import _HEADER_DIR
 torch.compile(lambda t: (t * 2).sin() + 1)(torch.ones(8))
 open(os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "planted-{run}"), "w").write("x")
-print("PROBE " + json.dumps(dict(counters["inductor"])))
+print("PROBE " + json.dumps({{**counters["inductor"], "precompiled_header": os.path.isdir(_HEADER_DIR)}}))
 def count_ops(gm):
     return {{}}
 """
@@ -42,4 +44,7 @@ def test_an_attempt_loads_what_the_reference_run_compiled_and_writes_nothing_bac
     warm = compile_in_sandbox("submission", limits)
     assert warm.get("fxgraph_cache_hit") == 1 and "fxgraph_cache_miss" not in warm
     assert not (shared / "planted-submission").exists()
+    # Loading a cached kernel compiles nothing: no precompiled header in the fresh TMPDIR
+    # (building one took 8 s of g++ per attempt).
+    assert warm["precompiled_header"] is False
 
