@@ -111,7 +111,7 @@ def analyze_in_sandbox(plan, outcomes: dict[int, dict], limits: Limits) -> dict[
     if not tasks:
         return outcomes
     own = dataclasses.replace(limits, memory_bytes=min(limits.memory_bytes, ANALYSIS_MEMORY_BYTES))
-    analysed = run_in_sandbox([], tasks, own, values=values).outcomes
+    analysed = run_in_sandbox([], tasks, own, values=values, preforked=True).outcomes
     merged = dict(outcomes)
     for task_id, analysis in analysed.items():
         merged[task_id] = ({"facts": analysis["artifact"]} if "artifact" in analysis

@@ -5,7 +5,8 @@
 - :mod:`.plain_data`, :mod:`.graph_codec`: what may cross back, and how graphs do;
 - :mod:`.filesystem_view`: the allowlisted file system the process sees (bubblewrap);
 - :mod:`.confinement`, :mod:`.driver`: the confined process, its limits and deadlines;
-- :mod:`.runner` (``python -m grader.sandbox``): the process itself.
+- :mod:`.runner` (``python -m grader.sandbox``): the process itself;
+- :mod:`.forkserver`: analysis processes forked from a pre-imported parent.
 
 The bottom layer of the grader: it imports no other ``grader`` package, so the sandbox
 process never loads reference solutions, hidden seeds or verdicts.

@@ -104,15 +104,20 @@ def isolate_filesystem(hidden: tuple[str, ...] = (), staging: str | None = None,
         _mount(libc, staging, child, None, MS_BIND | MS_REC)
 
 
+def apply_rlimits(cpu_seconds: int, memory_bytes: int, file_bytes: int) -> None:
+    """CPU time, address space and file size of this process; no core dumps."""
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def confine(limits: Limits, uid: int | None, staging: str | None = None):
     """A ``preexec_fn`` that applies ``limits`` (and, as root, namespaces and ``uid``;
     ``staging`` is an empty folder used to re-expose the interpreter)."""
     def apply() -> None:
         os.setsid()
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        apply_rlimits(limits.cpu_seconds, limits.memory_bytes, limits.file_bytes)
         if uid is not None:
             isolate_filesystem(limits.protected_paths, staging)
             os.setgroups([])

@@ -8,6 +8,7 @@ one bad exercise never costs the others their points.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
@@ -26,6 +27,7 @@ import torch
 from .calls import read_outcome
 from . import filesystem_view
 from .confinement import Limits, confine, strong_isolation_available
+from .forkserver import ForkedProcess, ForkServer, ForkServerError, emptied
 from .graph_codec import pack
 
 OUTPUT_TAIL_BYTES = 4000
@@ -120,9 +122,10 @@ def _copy_tree(source: Path, target: Path, uid: int | None) -> None:
 
 
 class _Attempt:
-    """One sandbox process and its progress stream."""
+    """One sandbox process (started afresh, or forked by ``server``) and its progress stream."""
 
-    def __init__(self, work: Path, request: dict, limits: Limits, isolation: Isolation, uid: int | None):
+    def __init__(self, work: Path, output: Path, request: dict, limits: Limits, isolation: Isolation,
+                 uid: int | None, server: ForkServer | None = None):
         self.work = work
         torch.save(request, work / "request.pt")
         home = work / "home"
@@ -132,23 +135,29 @@ class _Attempt:
         if uid is not None:
             for path in (work, home, home / "tmp", work / "request.pt"):
                 os.chown(path, uid, uid)
+        read_fd, write_fd = os.pipe()
+        self.output = open(output, "wb")
+        if server is not None:
+            self.process = server.start(write_fd, self.output.fileno(), limits)
+        else:
+            self.process = self._popen(work, write_fd, limits, isolation, uid)
+        os.close(write_fd)
+        self.reader = os.fdopen(read_fd, "rb", buffering=0)
+        self.buffer = b""
+
+    def _popen(self, work: Path, write_fd: int, limits: Limits, isolation: Isolation, uid: int | None):
         staging = work.parent / f"staging-{work.name}"
         staging.mkdir()
-        read_fd, write_fd = os.pipe()
         if isolation.allowlist:
             argv = filesystem_view.command(work, ["-m", "grader.sandbox", filesystem_view.WORK, str(write_fd)])
             env = _clean_environment(f"{filesystem_view.WORK}/home", filesystem_view.PACKAGES, limits.threads)
         else:
             argv = [sys.executable, "-m", "grader.sandbox", str(work), str(write_fd)]
-            env = _clean_environment(str(home), _import_roots(), limits.threads)
-        self.output = open(work.parent / f"output-{work.name}.txt", "wb")
-        self.process = subprocess.Popen(
-            argv, pass_fds=(write_fd,), cwd=home, env=env,
+            env = _clean_environment(str(work / "home"), _import_roots(), limits.threads)
+        return subprocess.Popen(
+            argv, pass_fds=(write_fd,), cwd=work / "home", env=env,
             stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
             preexec_fn=confine(limits, uid, str(staging)))
-        os.close(write_fd)
-        self.reader = os.fdopen(read_fd, "rb", buffering=0)
-        self.buffer = b""
 
     def next_event(self, deadline: float) -> dict | None:
         """The next progress event, or None at the deadline or when the process ended."""
@@ -192,11 +201,15 @@ class _Attempt:
         return done, current
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
+        """Kill the process and everything it started, and wait for that."""
+        if isinstance(self.process, ForkedProcess):
+            self.process.kill()
+        else:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.wait()
         self.reader.close()
         self.output.close()
 
@@ -209,6 +222,44 @@ class _Attempt:
         return f"以退出码 {code} 结束"
 
 
+_server: ForkServer | None = None   # this process's fork server, started on first use
+_server_refused = False             # it would not start here: start processes afresh
+
+
+def _fork_server(limits: Limits, isolation: Isolation, modules: list[str]) -> ForkServer | None:
+    """The fork server for analyses (started, preloading ``modules``, or replaced if it
+    died); None where there is no bubblewrap or it would not start."""
+    global _server, _server_refused
+    if not isolation.allowlist or _server_refused:
+        return None
+    if _server is not None and _server.alive():
+        return _server
+    _retire_server()
+    work = Path(tempfile.mkdtemp(prefix="grader-forkserver-"))
+    (work / "home").mkdir()
+    argv = filesystem_view.command(work, ["-m", "grader.sandbox.forkserver", "FD", filesystem_view.WORK, *modules])
+    # One thread while it imports, so that no thread pool exists when it forks; each
+    # child then sets its own number of threads.
+    env = _clean_environment(f"{filesystem_view.WORK}/home", filesystem_view.PACKAGES, threads=1)
+    try:
+        _server = ForkServer(argv, env, work, confine(limits, None), work.parent / f"{work.name}.log")
+    except ForkServerError:
+        _server_refused = True
+        shutil.rmtree(work, ignore_errors=True)
+        Path(f"{work}.log").unlink(missing_ok=True)
+    return _server
+
+
+@atexit.register
+def _retire_server() -> None:
+    global _server
+    if _server is not None:
+        _server.close()
+        shutil.rmtree(_server.work, ignore_errors=True)
+        Path(f"{_server.work}.log").unlink(missing_ok=True)
+        _server = None
+
+
 def _read_outcome(path: Path) -> dict:
     if not path.is_file():
         return {"error": "no_result"}
@@ -216,12 +267,15 @@ def _read_outcome(path: Path) -> dict:
 
 
 def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limits = Limits(),
-                   values: dict | None = None) -> SandboxReport:
+                   values: dict | None = None, preforked: bool = False) -> SandboxReport:
     """Run ``cells`` then ``tasks`` in confined processes; every task gets an outcome.
 
-    ``values`` (plain data) are put in the namespace before the tasks run.
+    ``values`` (plain data) are put in the namespace before the tasks run. ``preforked``
+    (for analyses only, never for learner cells) forks the processes from this process's
+    :mod:`.forkserver`, where bubblewrap runs one.
     """
     isolation = choose_isolation()
+    server = _fork_server(limits, isolation, sorted({t.produce.partition(":")[0] for t in tasks})) if preforked else None
     report = SandboxReport(outcomes={}, isolation=isolation.description)
     remaining = list(tasks)
     scratch = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
@@ -230,24 +284,31 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
         attempt_number = 0
         while remaining:
             attempt_number += 1
-            work = scratch / f"attempt-{attempt_number}"
-            work.mkdir(mode=0o700)
+            if server is not None and not emptied(server.work):
+                _retire_server()
+                server = None
+            work = server.work if server is not None else scratch / f"attempt-{attempt_number}"
+            work.mkdir(mode=0o700, exist_ok=server is not None)
+            output = scratch / f"output-{attempt_number}.txt"
             uid = SANDBOX_UID_BASE + (os.getpid() * 7 + attempt_number) % 4000 if isolation.separate_uid else None
             request = {"cells": [(i, s) for i, s in cells if i not in report.skipped_cells],
                        "tasks": [{**vars(t), "built": pack(t.built)} for t in remaining],
                        "values": pack(values or {})}
-            attempt = _Attempt(work, request, limits, isolation, uid)
+            attempt = _Attempt(work, output, request, limits, isolation, uid, server)
             done_tasks, current = attempt.watch(limits, {t.id for t in remaining}, report)
             finished = done_tasks >= {t.id for t in remaining}
             timed_out = not finished and attempt.process.poll() is None
             attempt.kill()
             if limits.collect_cache and (work / "home" / INDUCTOR_CACHE).is_dir():
                 _copy_tree(work / "home" / INDUCTOR_CACHE, Path(limits.inductor_cache), None)
-            report.output_tail = (work.parent / f"output-{work.name}.txt").read_bytes()[-OUTPUT_TAIL_BYTES:].decode(errors="replace")
+            report.output_tail = output.read_bytes()[-OUTPUT_TAIL_BYTES:].decode(errors="replace")
             for task in list(remaining):
                 if task.id in done_tasks:
                     report.outcomes[task.id] = _read_outcome(work / f"task-{task.id}.pt")
                     remaining.remove(task)
+            if server is not None and not server.alive():
+                _retire_server()
+                server = None
             if finished or not remaining:
                 break
             how = "超时" if timed_out else f"导致沙箱进程{attempt.exit_description()}"
@@ -268,6 +329,10 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
                     if task.function == blamed.function and task.id != identifier:
                         report.outcomes[task.id] = {"error": "skipped", "detail": f"同一练习的前一个用例{how}，其余用例没有再运行。"}
                 remaining = [t for t in remaining if t.function != blamed.function]
+    except BaseException:
+        if server is not None:  # it may still be running a child for us
+            _retire_server()
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return report

@@ -1,9 +1,7 @@
 """The sandbox sees nothing it was not given: other copies of the course, the grader's
 /proc entries and the parent process are out of reach, as root and as an ordinary user.
 
-These need bubblewrap (``apt-get install bubblewrap``). Without it they are skipped with
-that reason, unless GRADER_REQUIRE_BUBBLEWRAP=1 (CI, after installing it) makes that a
-failure.
+These need bubblewrap (see tests/helpers/bubblewrap_required.py).
 """
 import json
 import os
@@ -21,19 +19,12 @@ from grader.grading.harness import SOLUTIONS_DIR, grade_file
 from grader.sandbox import filesystem_view
 from grader.sandbox.confinement import Limits, confine
 from grader.sandbox.driver import Task, run_in_sandbox
+from bubblewrap_required import bubblewrap  # noqa: F401  (autouse)
 from notebook_builders import write_answers_only
 
 COURSE = SOLUTIONS_DIR.parent
 LIMITS = Limits(cell_timeout_s=60, task_timeout_s=60, memory_bytes=4 * 2**30)
 OTHER_USER = 61999   # an ordinary uid with no files of its own; used when the suite runs as root
-
-
-@pytest.fixture(autouse=True)
-def bubblewrap():
-    if filesystem_view.bwrap() is None:
-        if os.environ.get("GRADER_REQUIRE_BUBBLEWRAP") == "1":
-            pytest.fail("GRADER_REQUIRE_BUBBLEWRAP=1 but bubblewrap is missing or cannot make namespaces here")
-        pytest.skip(f"bubblewrap is not installed or cannot run here ({filesystem_view.INSTALL_HINT})")
 
 
 @pytest.fixture

@@ -1,0 +1,106 @@
+"""Analyses forked from the pre-imported server start as clean as a fresh process: nothing a
+child left behind (files, running processes) reaches the next child, no child can stop,
+inspect or ptrace the server, a server that died is replaced, and where none starts the
+analyses get freshly started processes.
+
+Needs bubblewrap (see tests/helpers/bubblewrap_required.py).
+"""
+import json
+import textwrap
+
+from grader import chapters
+from grader.sandbox import driver
+from grader.sandbox.confinement import Limits
+from grader.sandbox.driver import Task, run_in_sandbox
+from grader.sandbox.forkserver import ForkServerError
+from bubblewrap_required import bubblewrap  # noqa: F401  (autouse)
+
+LIMITS = Limits(cell_timeout_s=60, task_timeout_s=60, memory_bytes=4 * 2**30)
+
+LEAVE_TRACES = textwrap.dedent("""
+    import os, subprocess, sys, time
+    open("/tmp/left-behind", "w").write("x")
+    open(os.path.expanduser("~/left-behind"), "w").write("x")
+    subprocess.Popen([sys.executable, "-c", "import time\\nwhile True:\\n    open('/tmp/still-here', 'w').write('x')\\n"
+                      "    time.sleep(0.05)"], start_new_session=True)
+    time.sleep(0.5)
+""")
+
+LOOK_AROUND = textwrap.dedent("""
+    import json, os
+    print("SEEN " + json.dumps({"tmp": sorted(os.listdir("/tmp")),
+                                "home": sorted(os.listdir(os.path.expanduser("~"))),
+                                "others": sorted(int(p) for p in os.listdir("/proc")
+                                                 if p.isdigit() and int(p) not in (1, os.getpid()))}))
+""")
+
+TOUCH_THE_SERVER = textwrap.dedent("""
+    import ctypes, json, os, signal
+    def _can(action):
+        try:
+            action()
+            return True
+        except OSError:
+            return False
+    seen = {"environ": _can(lambda: open("/proc/1/environ", "rb").read()),
+            "memory": _can(lambda: open("/proc/1/mem", "rb").read(1)),
+            "ptrace": ctypes.CDLL(None, use_errno=True).ptrace(16, 1, 0, 0) == 0}
+    for number in (signal.SIGSTOP, signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+        os.kill(1, number)  # the kernel drops these for the namespace's PID 1
+    print("SEEN " + json.dumps(seen))
+""")
+
+DEFINE = "\ndef count_ops(gm):\n    return {}\n"
+
+
+def forked_run(source: str) -> dict:
+    """Run ``source`` (then one trivial task) in a forked process; what it printed after SEEN."""
+    exercise = chapters.get("03.op_census")
+    task = Task(0, exercise.function, exercise.produce_name, exercise.public_cases()[0].build())
+    report = run_in_sandbox([(0, source + DEFINE)], [task], LIMITS, preforked=True)
+    assert "artifact" in report.outcomes[0], (report.outcomes, report.output_tail)
+    line = next((l for l in report.output_tail.splitlines() if l.startswith("SEEN ")), "SEEN {}")
+    return json.loads(line[len("SEEN "):])
+
+
+def current_server():
+    return driver._server
+
+
+def test_nothing_a_forked_process_leaves_behind_reaches_the_next():
+    forked_run(LEAVE_TRACES)
+    server = current_server()
+    assert server is not None and server.alive()
+    seen = forked_run(LOOK_AROUND)
+    assert current_server() is server  # cleaned up by the same server, not by starting another
+    assert seen["tmp"] == [] and "left-behind" not in seen["home"], seen
+    assert seen["others"] == [], seen
+
+
+def test_a_forked_process_cannot_stop_inspect_or_ptrace_the_server():
+    seen = forked_run(TOUCH_THE_SERVER)
+    assert seen == {"environ": False, "memory": False, "ptrace": False}, seen
+    server = current_server()
+    assert server.alive()
+    forked_run(LOOK_AROUND)
+    assert current_server() is server
+
+
+def test_a_server_that_died_is_replaced():
+    forked_run(LOOK_AROUND)
+    dead = current_server()
+    dead.process.kill()
+    dead.process.wait()
+    assert forked_run(LOOK_AROUND)["tmp"] == []
+    assert current_server() is not dead and current_server().alive()
+
+
+def test_where_no_server_starts_analyses_get_fresh_processes(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ForkServerError("the fork server did not start: a test")
+
+    driver._retire_server()
+    monkeypatch.setattr(driver, "ForkServer", refuse)
+    monkeypatch.setattr(driver, "_server_refused", False)
+    assert forked_run(LOOK_AROUND)["tmp"] == []
+    assert driver._server is None and driver._server_refused
