@@ -8,6 +8,7 @@ hardware for learners without a GPU (:func:`gpu_reference`, :func:`gpu_demo`).
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import random
 from pathlib import Path
@@ -374,6 +375,13 @@ class ChipKernels(torch.fx.Interpreter):
         return super().call_function(target, args, kwargs)
 
 
+@functools.cache
+def _core_decompositions() -> dict:
+    """PyTorch's core ATen decomposition table; building it takes about 0.15 s, so once."""
+    from torch._decomp import core_aten_decompositions
+    return dict(core_aten_decompositions())
+
+
 class Stage:
     """One stage of a compile pipeline, usable as ``torch.compile(fn, backend=Stage(...))``.
     Stages are cumulative: each runs everything before it, then its own step.
@@ -410,8 +418,7 @@ class Stage:
 
         decompositions = {}
         if self._includes("decompose"):
-            from torch._decomp import core_aten_decompositions
-            decompositions = dict(core_aten_decompositions())
+            decompositions = dict(_core_decompositions())
             if self.bug == "decompose":
                 decompositions[torch.ops.aten.gelu.default] = _gelu_tanh
         return aot_autograd(fw_compiler=self._compile_aten, decompositions=decompositions)(gm, example_inputs)
