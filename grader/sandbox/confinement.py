@@ -104,20 +104,23 @@ def isolate_filesystem(hidden: tuple[str, ...] = (), staging: str | None = None,
         _mount(libc, staging, child, None, MS_BIND | MS_REC)
 
 
-def apply_rlimits(cpu_seconds: int, memory_bytes: int, file_bytes: int) -> None:
-    """CPU time, address space and file size of this process; no core dumps."""
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def apply_rlimits(cpu_seconds: int, memory_bytes: int, file_bytes: int, *, final: bool = True) -> None:
+    """CPU time, address space and file size of this process; no core dumps. ``final``
+    also lowers the hard limits, so that the process cannot raise them again; the fork
+    server keeps its hard limits, since each of its children sets its own, maybe higher."""
+    for which, value in ((resource.RLIMIT_CPU, cpu_seconds), (resource.RLIMIT_AS, memory_bytes),
+                         (resource.RLIMIT_FSIZE, file_bytes), (resource.RLIMIT_CORE, 0)):
+        hard = value if final else resource.getrlimit(which)[1]
+        resource.setrlimit(which, (value, hard))
 
 
-def confine(limits: Limits, uid: int | None, staging: str | None = None):
+def confine(limits: Limits, uid: int | None, staging: str | None = None, *, final: bool = True):
     """A ``preexec_fn`` that applies ``limits`` (and, as root, namespaces and ``uid``;
-    ``staging`` is an empty folder used to re-expose the interpreter)."""
+    ``staging`` is an empty folder used to re-expose the interpreter; ``final``: see
+    :func:`apply_rlimits`)."""
     def apply() -> None:
         os.setsid()
-        apply_rlimits(limits.cpu_seconds, limits.memory_bytes, limits.file_bytes)
+        apply_rlimits(limits.cpu_seconds, limits.memory_bytes, limits.file_bytes, final=final)
         if uid is not None:
             isolate_filesystem(limits.protected_paths, staging)
             os.setgroups([])

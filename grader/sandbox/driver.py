@@ -31,6 +31,7 @@ from .forkserver import ForkedProcess, ForkServer, ForkServerError, emptied
 from .graph_codec import pack
 
 OUTPUT_TAIL_BYTES = 4000
+EXIT_GRACE_S = 5.0   # between a process closing its progress pipe and its exit status
 SANDBOX_UID_BASE = 61000
 INDUCTOR_CACHE = ".inductor"   # in the attempt's home
 
@@ -180,12 +181,15 @@ class _Attempt:
 
     def watch(self, limits: Limits, task_ids: set[int], report: "SandboxReport"):
         """Follow progress until every task is done, a deadline passes or the process
-        ends; returns (done task ids, the step running when it stopped)."""
+        ends; returns (done task ids, the step running when it stopped, whether its
+        deadline passed)."""
         current, done = None, set()
         deadline = time.monotonic() + limits.cell_timeout_s
         while not done >= task_ids:
             event = self.next_event(deadline)
-            if event is None or event.get("step") == "finished":
+            if event is None:
+                return done, current, time.monotonic() >= deadline
+            if event.get("step") == "finished":
                 break
             step, state, identifier = event.get("step"), event.get("state"), event.get("id")
             if state == "start":
@@ -198,7 +202,17 @@ class _Attempt:
                 elif step == "task":
                     done.add(identifier)
                 current = None
-        return done, current
+        return done, current, False
+
+    def ended(self, within: float) -> bool:
+        """Whether the process ends within ``within`` seconds. Its progress pipe closes as it
+        exits, a moment before its exit status can be read (a forked process's status
+        comes from the server, after its clean-up)."""
+        try:
+            self.process.wait(timeout=within)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
 
     def kill(self) -> None:
         """Kill the process and everything it started, and wait for that."""
@@ -242,7 +256,7 @@ def _fork_server(limits: Limits, isolation: Isolation, modules: list[str]) -> Fo
     # child then sets its own number of threads.
     env = _clean_environment(f"{filesystem_view.WORK}/home", filesystem_view.PACKAGES, threads=1)
     try:
-        _server = ForkServer(argv, env, work, confine(limits, None), work.parent / f"{work.name}.log")
+        _server = ForkServer(argv, env, work, confine(limits, None, final=False), work.parent / f"{work.name}.log")
     except ForkServerError:
         _server_refused = True
         shutil.rmtree(work, ignore_errors=True)
@@ -295,9 +309,9 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
                        "tasks": [{**vars(t), "built": pack(t.built)} for t in remaining],
                        "values": pack(values or {})}
             attempt = _Attempt(work, output, request, limits, isolation, uid, server)
-            done_tasks, current = attempt.watch(limits, {t.id for t in remaining}, report)
+            done_tasks, current, overran = attempt.watch(limits, {t.id for t in remaining}, report)
             finished = done_tasks >= {t.id for t in remaining}
-            timed_out = not finished and attempt.process.poll() is None
+            timed_out = not finished and (overran or not attempt.ended(within=EXIT_GRACE_S))
             attempt.kill()
             if limits.collect_cache and (work / "home" / INDUCTOR_CACHE).is_dir():
                 _copy_tree(work / "home" / INDUCTOR_CACHE, Path(limits.inductor_cache), None)

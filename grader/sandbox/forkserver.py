@@ -103,7 +103,15 @@ class ForkedProcess:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        if self.returncode is None and select.select([self.server.control], [], [], 0)[0]:
+        try:
+            return self.wait(timeout=0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self.server.control], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("a forked analysis process", timeout)
             self._answer(0)
         return self.returncode
 
@@ -164,15 +172,15 @@ def emptied(folder) -> bool:
 def _child(work: str, limits: dict, progress_fd: int, output_fd: int) -> None:
     """A fresh analysis process: its own session and limits, output to its own file."""
     try:
+        os.dup2(output_fd, 1)  # first, so that whatever fails below is in the attempt's output
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
         os.setsid()
         ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as any process: only the server is not
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for number in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(number, signal.SIG_DFL)
         apply_rlimits(limits["cpu_seconds"], limits["memory_bytes"], limits["file_bytes"])
-        os.dup2(output_fd, 1)
-        os.dup2(output_fd, 2)
-        os.close(output_fd)
         os.chdir(os.path.join(work, "home"))
         random.seed()  # as a freshly started interpreter would be
         import torch

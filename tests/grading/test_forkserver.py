@@ -1,12 +1,15 @@
 """Analyses forked from the pre-imported server start as clean as a fresh process: nothing a
 child left behind (files, running processes) reaches the next child, no child can stop,
-inspect or ptrace the server, a server that died is replaced, and where none starts the
-analyses get freshly started processes.
+inspect or ptrace the server, each child has the limits it was given (not those of the
+call that started the server), a child's exit is reported as such, a server that died is
+replaced, and where none starts the analyses get freshly started processes.
 
 Needs bubblewrap (see tests/helpers/bubblewrap_required.py).
 """
 import json
 import textwrap
+
+import pytest
 
 from grader import chapters
 from grader.sandbox import driver
@@ -50,14 +53,24 @@ TOUCH_THE_SERVER = textwrap.dedent("""
     print("SEEN " + json.dumps(seen))
 """)
 
+SHOW_LIMITS = textwrap.dedent("""
+    import json, resource
+    print("SEEN " + json.dumps({"memory": resource.getrlimit(resource.RLIMIT_AS)}))
+""")
+
 DEFINE = "\ndef count_ops(gm):\n    return {}\n"
 
 
-def forked_run(source: str) -> dict:
-    """Run ``source`` (then one trivial task) in a forked process; what it printed after SEEN."""
+def run_census(source: str, limits: Limits = LIMITS, preforked: bool = True):
+    """Run the cell ``source`` (which also defines ``count_ops``), then one trivial task."""
     exercise = chapters.get("03.op_census")
     task = Task(0, exercise.function, exercise.produce_name, exercise.public_cases()[0].build())
-    report = run_in_sandbox([(0, source + DEFINE)], [task], LIMITS, preforked=True)
+    return run_in_sandbox([(0, source + DEFINE)], [task], limits, preforked=preforked)
+
+
+def forked_run(source: str, limits: Limits = LIMITS) -> dict:
+    """Run ``source`` in a forked process, expecting the task to be done; what it printed after SEEN."""
+    report = run_census(source, limits)
     assert "artifact" in report.outcomes[0], (report.outcomes, report.output_tail)
     line = next((l for l in report.output_tail.splitlines() if l.startswith("SEEN ")), "SEEN {}")
     return json.loads(line[len("SEEN "):])
@@ -84,6 +97,21 @@ def test_a_forked_process_cannot_stop_inspect_or_ptrace_the_server():
     assert server.alive()
     forked_run(LOOK_AROUND)
     assert current_server() is server
+
+
+def test_each_forked_process_has_its_own_limits_even_above_those_the_server_started_with():
+    driver._retire_server()
+    lower, higher = (Limits(cell_timeout_s=60, task_timeout_s=60, memory_bytes=gib * 2**30) for gib in (3, 5))
+    assert forked_run(SHOW_LIMITS, lower)["memory"] == [lower.memory_bytes] * 2
+    server = current_server()
+    assert forked_run(SHOW_LIMITS, higher)["memory"] == [higher.memory_bytes] * 2
+    assert current_server() is server
+
+
+@pytest.mark.parametrize("preforked", [True, False], ids=["forked", "fresh"])
+def test_a_process_that_exits_is_reported_with_its_exit_code_not_as_a_timeout(preforked):
+    report = run_census("import os\nos._exit(3)\n", preforked=preforked)
+    assert report.skipped_cells == {0: "导致沙箱进程以退出码 3 结束"}, report.skipped_cells
 
 
 def test_a_server_that_died_is_replaced():
