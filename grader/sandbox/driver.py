@@ -256,12 +256,21 @@ def _fork_server(limits: Limits, isolation: Isolation, modules: list[str]) -> Fo
     # child then sets its own number of threads.
     env = _clean_environment(f"{filesystem_view.WORK}/home", filesystem_view.PACKAGES, threads=1)
     try:
-        _server = ForkServer(argv, env, work, confine(limits, None, final=False), work.parent / f"{work.name}.log")
+        _server = ForkServer(argv, env, work, confine(limits, None, final=False), _server_log(work))
     except ForkServerError:
         _server_refused = True
-        shutil.rmtree(work, ignore_errors=True)
-        Path(f"{work}.log").unlink(missing_ok=True)
+        _remove_server_files(work)
     return _server
+
+
+def _server_log(work: Path) -> Path:
+    """Where the server's own output goes: beside its work folder, which children see."""
+    return work.parent / f"{work.name}.log"
+
+
+def _remove_server_files(work: Path) -> None:
+    shutil.rmtree(work, ignore_errors=True)
+    _server_log(work).unlink(missing_ok=True)
 
 
 @atexit.register
@@ -269,8 +278,7 @@ def _retire_server() -> None:
     global _server
     if _server is not None:
         _server.close()
-        shutil.rmtree(_server.work, ignore_errors=True)
-        Path(f"{_server.work}.log").unlink(missing_ok=True)
+        _remove_server_files(_server.work)
         _server = None
 
 
