@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import itertools
 import json
 import os
 import select
@@ -33,6 +34,8 @@ from .graph_codec import pack
 OUTPUT_TAIL_BYTES = 4000
 EXIT_GRACE_S = 5.0   # between a process closing its progress pipe and its exit status
 SANDBOX_UID_BASE = 61000
+SANDBOX_UIDS = 4000
+_attempts = itertools.count(1)   # attempts started by this process, across every run_in_sandbox call
 INDUCTOR_CACHE = ".inductor"   # in the attempt's home
 
 
@@ -282,6 +285,39 @@ def _retire_server() -> None:
         _server = None
 
 
+def _throwaway_uid() -> int:
+    """A uid for the next attempt, never the one of an earlier attempt of this process: a
+    process that a learner's attempt left behind (one that left the process group) must
+    neither count against the next attempt's process limit nor share its uid."""
+    return SANDBOX_UID_BASE + (os.getpid() * 7 + next(_attempts)) % SANDBOX_UIDS
+
+
+def _kill_every_process_of(uid: int) -> None:
+    """Root only: kill what is left of an attempt's throw-away uid, a daemon that called
+    ``setsid`` (out of reach of ``killpg``) included."""
+    for _ in range(10):
+        living = [pid for pid, fields in _processes() if fields.get("Uid", "").split()[:1] == [str(uid)]
+                  and not fields.get("State", "").startswith("Z")]
+        if not living:
+            return
+        for pid in living:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def _processes():
+    """(pid, fields of /proc/PID/status) for every process still there."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            continue
+        yield int(status.parent.name), dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+
 def _read_outcome(path: Path) -> dict:
     if not path.is_file():
         return {"error": "no_result"}
@@ -312,7 +348,7 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
             work = server.work if server is not None else scratch / f"attempt-{attempt_number}"
             work.mkdir(mode=0o700, exist_ok=server is not None)
             output = scratch / f"output-{attempt_number}.txt"
-            uid = SANDBOX_UID_BASE + (os.getpid() * 7 + attempt_number) % 4000 if isolation.separate_uid else None
+            uid = _throwaway_uid() if isolation.separate_uid else None
             request = {"cells": [(i, s) for i, s in cells if i not in report.skipped_cells],
                        "tasks": [{**vars(t), "built": pack(t.built)} for t in remaining],
                        "values": pack(values or {})}
@@ -321,6 +357,8 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
             finished = done_tasks >= {t.id for t in remaining}
             timed_out = not finished and (overran or not attempt.ended(within=EXIT_GRACE_S))
             attempt.kill()
+            if uid is not None:
+                _kill_every_process_of(uid)
             if limits.collect_cache and (work / "home" / INDUCTOR_CACHE).is_dir():
                 _copy_tree(work / "home" / INDUCTOR_CACHE, Path(limits.inductor_cache), None)
             report.output_tail = output.read_bytes()[-OUTPUT_TAIL_BYTES:].decode(errors="replace")

@@ -81,6 +81,22 @@ ATTACKS = {
             children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(500)]
             return {"children": len(children)}
     """)}, (), None),
+    "daemon_that_leaves_the_process_group": ("03.op_census", {"03.op_census": code("""
+        import os, signal, time
+        def count_ops(gm):
+            if os.fork() == 0:  # a daemon that outlives the attempt and kills whatever shares its uid
+                os.setsid()
+                time.sleep(0.5)
+                end = time.time() + 30
+                while time.time() < end:
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    time.sleep(0.01)
+                os._exit(0)
+            return {}
+    """)}, (), None),
     "read_solutions_and_seed": ("03.op_census", {"03.op_census": code(f"""
         import importlib, pathlib
         def count_ops(gm):
