@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from notebook_builders import NOTEBOOKS, write_answers_only, write_filled, wrong_answer_source  # noqa: E402
-from wrong_answers import WRONG_ANSWERS  # noqa: E402
+from answers import WRONG_ANSWERS  # noqa: E402
 
 from benchmarking import describe_hardware  # noqa: E402
 from grader import chapters  # noqa: E402
@@ -37,8 +37,8 @@ def never_returns(function: str) -> str:
 def fill(course: Path, assignment: str, release: Path, students: int) -> None:
     """Write each student's submission under ``submitted/``."""
     exercises = list(chapters.chapter(assignment[2:]))
-    wrong = [(identifier, function) for identifier, function in WRONG_ANSWERS
-             if identifier.startswith(assignment[2:] + ".")]
+    wrong = [(answer.exercise_id, answer.function) for answer in WRONG_ANSWERS
+             if answer.exercise_id.startswith(assignment[2:] + ".")]
     for index in range(students):
         target = course / "submitted" / f"student{index:03d}" / assignment / release.name
         target.parent.mkdir(parents=True)

@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
 
-from wrong_ch01 import adaptive_clip_sorted  # noqa: E402
+from answers_ch01 import adaptive_clip_sorted  # noqa: E402
 
 from benchmarking import describe_hardware  # noqa: E402
 from course_models.ch01_models import adaptive_clip  # noqa: E402

@@ -9,11 +9,11 @@ course's ``lib/`` packages; never the chapters, grading or the instructor's tool
 """
 from .artifacts import (artifact_error, compare_equal, compare_outputs, graph_facts, graph_pass_artifact,
                         node_label, seeded_build, short)
-from .exercise import PASS, Case, Exercise, PerformanceGoal, Verdict, keep_artifact
+from .exercise import PASS, Case, Exercise, PerformanceGoal, Verdict, keep_artifact, no_cases
 from .timing import SpeedGoal, measure_ratio
 
 __all__ = [
-    "Case", "Exercise", "Verdict", "PASS", "PerformanceGoal", "SpeedGoal", "keep_artifact", "measure_ratio",
+    "Case", "Exercise", "Verdict", "PASS", "PerformanceGoal", "SpeedGoal", "keep_artifact", "no_cases", "measure_ratio",
     "artifact_error", "compare_equal", "compare_outputs", "graph_facts", "graph_pass_artifact", "node_label",
     "seeded_build", "short",
 ]

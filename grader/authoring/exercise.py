@@ -15,6 +15,12 @@ The split mirrors where code runs:
   about the case (a measurement of Dynamo, the chip's clock) declares
   ``confine_analysis=False`` and runs on the trusted side, where it can be memoised.
 - ``compare(expected_facts, got_facts)`` judges; ``performance`` compares a metric.
+
+Cases come in three kinds. *Public* cases run in the notebook's check and in grading;
+they reject the common misconceptions, so that a check that passes means the grade.
+*Designed* hidden cases are fixed: each rejects mistakes that the public ones cannot
+show, on every seed. *Random* hidden cases are drawn from the course's secret seed and
+catch answers fitted to the cases a learner could guess.
 """
 from __future__ import annotations
 
@@ -64,6 +70,11 @@ class PerformanceGoal:
                        expected=f"≤ {self.max_ratio * target:g}", got=f"{value:g}")
 
 
+def no_cases(*_: Any) -> list[Case]:
+    """The default for an exercise without designed or random hidden cases."""
+    return []
+
+
 def keep_artifact(artifact: Any, built: dict) -> Any:
     """The default ``analyze``: the artifact already is the fact to compare."""
     return artifact
@@ -78,9 +89,10 @@ class Exercise:
     function: str                # the name the learner defines in the answer cell
     points: int
     public_cases: Callable[[], list[Case]]
-    hidden_cases: Callable[[random.Random], list[Case]]
     produce: Callable[[Callable, dict], Any]
     compare: Callable[[Any, Any], Verdict]
+    designed_cases: Callable[[], list[Case]] = no_cases
+    random_cases: Callable[[random.Random], list[Case]] = no_cases
     hint: str = ""
     performance: PerformanceGoal | None = None
     analyze: Callable[[Any, dict], Any] = keep_artifact
@@ -89,8 +101,9 @@ class Exercise:
     confine_analysis: bool = True
     # "package.module:function"; the chapter catalog fills in solutions.<chapter module>:<function>.
     reference: str = ""
-    # Cases test independent things: each passed case earns its share of the points.
-    partial_credit: bool = False
+    # Each passed case earns its share of the points; False only where cases depend on
+    # each other (one answer decides them all).
+    partial_credit: bool = True
 
     @property
     def chapter(self) -> str:

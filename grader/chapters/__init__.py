@@ -3,7 +3,8 @@
 A new chapter's exercises go in a new module here, its reference solutions in
 ``solutions/chNN_<topic>.py`` (same file name: each exercise's reference is
 ``solutions.chNN_<topic>:<function>`` unless it names another), and its plausible wrong
-answers in ``tests/helpers/wrong_chNN.py``.
+answers, labelled with their misconceptions, and correct answers written differently in
+``tests/helpers/answers_chNN.py``.
 
 Chapter modules import :mod:`grader.authoring` only, and name their references by string
 and never import them: the sandbox imports a chapter module for its ``produce``

@@ -68,7 +68,7 @@ def _random_export_case(rng: random.Random, index: int) -> Case:
 
 EXERCISES.append(Exercise(
     id="00.export_dynamic", title="torch.export：动态 batch 维", function="export_with_dynamic_batch",
-    points=2, partial_credit=True,
+    points=2,
     public_cases=lambda: [
         _export_case("MyModel", 0, models.MyModel, [(32, 100)], [1, 5, 32, 100], "种子 MyModel，示例 batch 32"),
         _export_case("ImageClassifier", 1, models.ImageClassifier, [(8, 1, 28, 28)], [1, 3, 64],
@@ -76,7 +76,7 @@ EXERCISES.append(Exercise(
         _export_case("GatedPair", 2, models.GatedPair, [(4, 16), (4, 16)], [1, 2, 9],
                      "两个输入，batch 必须是同一个符号"),
     ],
-    hidden_cases=lambda rng: [_random_export_case(rng, i) for i in range(2)]
+    random_cases=lambda rng: [_random_export_case(rng, i) for i in range(2)]
     + [_export_case("hidden-pair", rng.randrange(10**6), models.GatedPair, [(6, 16), (6, 16)], [1, 11])],
     produce=export_artifact, analyze=run_exported,
     compare=lambda e, g: artifact_error(g) or compare_outputs(e["outputs"], g["outputs"]),
@@ -163,7 +163,7 @@ def _random_benchmark_case(rng: random.Random, index: int) -> Case:
 
 EXERCISES.append(Exercise(
     id="00.benchmark", title="写一个诚实的计时函数 (benchmark)", function="benchmark",
-    points=3, partial_credit=True,
+    points=3,
     public_cases=lambda: [
         _benchmark_case("cold-start", _cold(0.004, 3, 0.04), 3, 5,
                         "前 3 次调用各 40 ms（像首次编译），之后每次 4 ms"),
@@ -172,7 +172,7 @@ EXERCISES.append(Exercise(
         _benchmark_case("async-device", _async(0.005, 2, 0.03), 2, 7,
                         "像 GPU 一样异步：调用立即返回，工作 5 ms 后才完成"),
     ],
-    hidden_cases=lambda rng: [_random_benchmark_case(rng, i) for i in range(3)],
+    random_cases=lambda rng: [_random_benchmark_case(rng, i) for i in range(3)],
     produce=benchmark_artifact, analyze=_with_truth, confine_analysis=False, compare=_compare_benchmark,
     hint="三件事：先调用 warmup 次不计时；每个样本用 time.perf_counter() 计一次调用，"
          "开始计时前和停表前都调用 synchronize()；最后取中位数 statistics.median，而不是平均值。",
@@ -248,13 +248,13 @@ def _random_costs_case(rng: random.Random, index: int) -> Case:
 
 EXERCISES.append(Exercise(
     id="00.kernel_costs", title="从 ATen 图估算每个内核的字节数与运算量", function="kernel_costs",
-    points=3, partial_credit=True,
+    points=3,
     public_cases=lambda: [
         _costs_case("MyModel", "mlp", (32, (100, 50, 10)), "种子 MyModel，batch 32：addmm、relu（t 是视图）"),
         _costs_case("pointwise", "pointwise", (1000, 2), "两轮 (x*2+1).relu()-0.5：标量不算字节"),
         _costs_case("attention", "attention", (2, 8, 16), "bmm、transpose（视图）、softmax"),
     ],
-    hidden_cases=lambda rng: [_random_costs_case(rng, i) for i in range(3)],
+    random_cases=lambda rng: [_random_costs_case(rng, i) for i in range(3)],
     produce=costs_artifact, analyze=_with_chip, confine_analysis=False, compare=_compare_costs,
     hint="第一步：gm = make_fx(fn)(*inputs)，ShapeProp(gm).propagate(*inputs)，然后只看 op == 'call_function' 的节点，"
          "跳过 node.target.is_view 的视图。第二步：字节 = 每个张量输入 (node.all_input_nodes) 和输出的 "
@@ -357,14 +357,14 @@ def _hidden_roofline_cases(rng: random.Random, count: int = 4) -> list[Case]:
 
 EXERCISES.append(Exercise(
     id="00.roofline", title="屋顶线预测：时间与瓶颈 (roofline)", function="roofline",
-    points=3, partial_credit=True,
+    points=3,
     public_cases=lambda: [
         _roofline_case("MyModel", MYMODEL_KERNELS, CHIPS[0], "种子 MyModel 的三个内核，默认芯片"),
         _roofline_case("gemv", GEMV_KERNELS, CHIPS[1], "batch 1 的 2048×2048 Linear（矩阵乘向量），发射开销 20 µs 的芯片"),
         _roofline_case("mixed", MIXED_KERNELS, CHIPS[0], "一个 2048³ 矩阵乘 + 两个大的逐点内核：先加总再取 max 会算错时间"),
         _roofline_case("tiny-many", [_kernel("add.Tensor", 8000, 1000)] * 40, CHIPS[2], "40 个小的逐点内核"),
     ],
-    hidden_cases=_hidden_roofline_cases,
+    random_cases=_hidden_roofline_cases,
     produce=roofline_artifact, analyze=_with_clock, confine_analysis=False, compare=_compare_roofline,
     hint="第一步：对每个内核算 move = bytes / mem_bytes_per_us、work = flops / flops_per_us，时间是 launch_us + max(move, work)。"
          "第二步：把 max 记到赢的那一边（move ≥ work 记内存，否则记计算），发射开销 = 内核数 × launch_us。"

@@ -63,7 +63,7 @@ def _compare_records(expected, got) -> Verdict:
 
 EXERCISES.append(Exercise(
     id="01.graph_recorder", title="自定义后端：记录每张图和它的算子", function="record_graphs",
-    points=3, partial_credit=True,
+    points=3,
     public_cases=lambda: [
         _recorder_case("running_stats", 0, models.running_stats, [((8,), 1, shift) for shift in (1, -1, 1, -1)],
                        "两处图中断；两个分支各走两次"),
@@ -72,7 +72,7 @@ EXERCISES.append(Exercise(
         _recorder_case("adaptive_clip", 2, models.adaptive_clip, [((16,), scale, 0) for scale in (0.1, 2.0, 0.1)],
                        ".item() 之后的代码依赖一个 Python 数"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _recorder_case(f"hidden-{i}", rng.randrange(10**6), models.random_program(rng),
                        [((rng.choice([3, 5, 8]),), 1, 0) for _ in range(rng.randint(1, 3))])
         for i in range(4)
@@ -111,13 +111,13 @@ def kernels_artifact(function, built) -> dict:
 
 EXERCISES.append(Exercise(
     id="01.fused_kernels", title="读生成的代码：找出融合内核与库调用", function="kernel_launches",
-    points=2, partial_credit=True,
+    points=2,
     public_cases=lambda: [
         _kernels_case("scaled_seed_chain", "scaled_seed_chain", "一条逐点链（乘以第二个输入）"),
         _kernels_case("linear_gelu", "linear_gelu", "逐点 → 矩阵乘 → 逐点"),
         _kernels_case("matmul_chain", "matmul_chain", "两次矩阵乘"),
     ],
-    hidden_cases=lambda rng: [_kernels_case(f"hidden-{i}", program)
+    random_cases=lambda rng: [_kernels_case(f"hidden-{i}", program)
                               for i, program in enumerate(rng.sample(sorted(models.KERNEL_PROGRAMS), 2))],
     produce=kernels_artifact,
     compare=lambda e, g: artifact_error(g) or compare_equal(
@@ -192,7 +192,7 @@ def _random_compilations_case(rng: random.Random, index: int) -> Case:
 
 EXERCISES.append(Exercise(
     id="01.count_compilations", title="预测编译次数：dynamic=None / False / True", function="count_compilations",
-    points=2, partial_credit=True,
+    points=2,
     public_cases=lambda: [
         _compilations_case(f"seed-dynamic={d}", [16, 32, 64, 128], d, "种子文档的 batch 序列")
         for d in (None, False, True)
@@ -200,7 +200,7 @@ EXERCISES.append(Exercise(
         _compilations_case("batch-1", [8, 1, 8, 3, 1], None, "batch 为 1 的输入总是被特化 (0/1 specialization)"),
         _compilations_case("many-shapes", [2, 3, 7, 8, 16, 32, 64, 128, 1, 2], False, "10 种形状，dynamic=False"),
     ],
-    hidden_cases=lambda rng: [_random_compilations_case(rng, i) for i in range(8)],
+    random_cases=lambda rng: [_random_compilations_case(rng, i) for i in range(8)],
     produce=compilations_artifact, analyze=_with_measurement, confine_analysis=False,
     compare=_compare_compilations,
     hint="dynamic=False：每种新形状编译一次，但最多 torch._dynamo.config.recompile_limit（8）次；"
@@ -276,12 +276,12 @@ def _branch_case(name: str, seed: int, size: int, pairs, description: str = "", 
 
 EXERCISES.append(Exercise(
     id="01.remove_graph_breaks", title="消除图中断 (graph breaks)", function="running_stats_fixed",
-    points=2, partial_credit=True,
+    points=2,
     public_cases=lambda: [
         _branch_case("both-branches", 0, 8, [(1, 1), (1, -1), (1, 2), (1, -2)], "total > 0 和 total ≤ 0 两个分支"),
         _branch_case("other-first", 1, 32, [(1, -1), (1, 1)], "捕获时走的是另一个分支"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _branch_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([5, 16, 64]),
                      [(rng.choice([0.5, 1.0, 3.0]), rng.choice([-2, -1, 1, 2])) for _ in range(4)])
         for i in range(3)
@@ -329,13 +329,13 @@ def _compare_speed(expected, got) -> Verdict:
 
 EXERCISES.append(Exercise(
     id="01.compile_friendly", title="改写成编译友好的代码，并真正变快", function="adaptive_clip_fast",
-    points=3, partial_credit=True,
+    points=3,
     public_cases=lambda: [
         _branch_case("both-branches(timed)", 0, 64, [(0.2, 0), (2.0, 0), (0.1, 0), (5.0, 0)],
                      "limit ≤ 1 与 limit > 1 两个分支；在 200 万个数上计时", timed=True),
         _branch_case("large-first", 1, 16, [(3.0, 0), (0.2, 0)], "捕获时走的是 limit > 1 的分支"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _branch_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([9, 32, 100]),
                      rng.sample([(0.1, 0), (0.2, 0), (2.0, 0), (4.0, 0)], 4), timed=i == 0)
         for i in range(2)
@@ -397,7 +397,7 @@ def _random_bisect_case(rng: random.Random, index: int) -> Case:
 
 EXERCISES.append(Exercise(
     id="01.bisect_backends", title="二分定位出错的编译阶段 (bisecting backends)", function="first_divergent_stage",
-    points=3, partial_credit=True,
+    points=3,
     public_cases=lambda: [
         _bisect_case("gelu", 0, ["scale", "gelu", "relu"], "decompose", [(4.0, -2.0)], "某个分解 (decomposition) 写错了"),
         _bisect_case("relu-positive-first", 1, ["shift", "relu", "tanh"], "codegen", [(1.0, 0.5), (4.0, -2.0)],
@@ -405,7 +405,7 @@ EXERCISES.append(Exercise(
         _bisect_case("no-bug", 2, ["scale", "tanh"], None, [(4.0, -2.0)], "没有错误，但有一个改变舍入的常量折叠"),
         _bisect_case("fold", 3, ["square", "scale", "relu"], "graph_pass", [(4.0, -2.0)], "图变换 (graph pass) 写错了"),
     ],
-    hidden_cases=lambda rng: [_random_bisect_case(rng, i) for i in range(2)],
+    random_cases=lambda rng: [_random_bisect_case(rng, i) for i in range(2)],
     produce=bisect_artifact, compare=_compare_bisect,
     hint="第一步：先用 eager 算出每个输入的参考输出。第二步：按顺序对每个 (name, backend)：torch._dynamo.reset()，"
          "compiled = torch.compile(fn, backend=backend)，在每个输入上与参考比较，用 torch.allclose(..., rtol=1e-4, atol=1e-5)"

@@ -129,7 +129,7 @@ EXERCISES.append(Exercise(
                     lambda: (torch.randn(1, 3, 8, 8),), lambda: [(torch.randn(2, 3, 8, 8),) for _ in range(3)],
                     freeze=True, description="freeze 折叠了 BN：只有最后几位不同，不算不一致"),
     ],
-    hidden_cases=lambda rng: [_random_trace_case(rng, i) for i in range(4)],
+    random_cases=lambda rng: [_random_trace_case(rng, i) for i in range(4)],
     produce=_trace_divergence_artifact,
     compare=lambda e, g: artifact_error(g) or compare_equal(e["indices"], g["indices"], "找到的不一致输入下标与参考不同。"),
     hint="对每组输入分别调用 eager(*args) 和 traced(*args)；traced 抛出异常也算不一致；"
@@ -194,10 +194,10 @@ EXERCISES.append(Exercise(
     id="02.make_scriptable", title="改写模块使其可以 torch.jit.script", function="make_scriptable",
     points=3,
     public_cases=lambda: [_gate_case("NumpyGate(8)", 0, 8, "两个分支 × temperature ∈ {None, 0.5, 2.0}")],
-    hidden_cases=lambda rng: [_gate_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([4, 6, 12, 16]))
+    random_cases=lambda rng: [_gate_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([4, 6, 12, 16]))
                               for i in range(3)],
     produce=_scripted_artifact, analyze=_run_scripted,
-    compare=lambda e, g: _compare_program_outputs(e, g, "脚本模块"), partial_credit=True,
+    compare=lambda e, g: _compare_program_outputs(e, g, "脚本模块"),
     hint="在函数里定义一个新的 nn.Module 子类，复用 model.fc1 / model.fc2；把 np.tanh 换成 torch.tanh，"
          "把 NumPy 标量换成 float，给 temperature 加类型注解 Optional[float] = None，最后 torch.jit.script(实例)。",
 ))
@@ -248,9 +248,9 @@ EXERCISES.append(Exercise(
         _source_case("halve_or_shift", models.LOOP_WITH_BRANCH, "prim::Loop 里套一个 prim::If"),
         _module_case("BoolFlagModel", models.BoolFlagModel, "脚本化模块：prim::GetAttr、prim::CallMethod 和一个 prim::If"),
     ],
-    hidden_cases=lambda rng: [_source_case(f"hidden-{i}", models.random_script_source(rng)) for i in range(4)]
+    random_cases=lambda rng: [_source_case(f"hidden-{i}", models.random_script_source(rng)) for i in range(4)]
     + [_module_case("hidden-module", models.HalveUntilSmall)],
-    produce=_census_artifact, compare=_compare_census, partial_credit=True,
+    produce=_census_artifact, compare=_compare_census,
     hint="graph.nodes() 只给出顶层节点；对每个节点再看 node.blocks()，每个块也有 .nodes()，要递归（或用栈）走到底。",
 ))
 
@@ -331,11 +331,10 @@ EXERCISES.append(Exercise(
     public_cases=lambda: [
         _router_case("RoutedExperts(8)", 0, 8, 0.0, 2.0, "两个 prim::If；输入覆盖每个 if 的两个分支"),
     ],
-    hidden_cases=lambda rng: [_router_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([4, 6, 12]),
+    random_cases=lambda rng: [_router_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([4, 6, 12]),
                                            rng.choice([-0.1, 0.0, 0.1]), rng.choice([1.0, 1.5, 2.0]))
                               for i in range(1)],
     produce=_exported_artifact, analyze=_run_exported, compare=_compare_cond_migration,
-    partial_credit=True,
     hint="写一个新的 nn.Module，复用 model.proj / expert_a / expert_b 和 model.threshold / model.limit；"
          "每个 if 写成 torch.cond(谓词张量, true_fn, false_fn, (用到的张量,))，两个分支函数接收同样的参数、"
          "返回形状相同的张量（不缩放的分支返回 h.clone()）；最后 torch.export.export(新模块.eval(), example)。",

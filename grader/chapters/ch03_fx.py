@@ -52,9 +52,9 @@ EXERCISES.append(Exercise(
         Case("MixedActivations", seeded_build(1, lambda: _traced(models.MixedActivations(), torch.randn(2, 8))),
              "四种写法的 ReLU 混在一起"),
     ],
-    hidden_cases=lambda rng: [_random_mlp_case(rng, RELU_SPELLINGS + DROPOUT_SPELLINGS, False, i) for i in range(3)]
+    random_cases=lambda rng: [_random_mlp_case(rng, RELU_SPELLINGS + DROPOUT_SPELLINGS, False, i) for i in range(3)]
     + [Case("hidden-conv", seeded_build(rng.randrange(10**6), lambda: _traced(models.ConvBNNet(), torch.randn(1, 3, 8, 8))))],
-    produce=_census_artifact, compare=_compare_census, partial_credit=True,
+    produce=_census_artifact, compare=_compare_census,
     hint="call_module 节点的 target 是子模块的名字（如 'linear1'），要用 gm.get_submodule(target) 取到模块再看它的类名。",
 ))
 
@@ -110,8 +110,8 @@ EXERCISES.append(Exercise(
                    "模块、函数、方法、加法，以及在芯片上走 CPU 回退的 torch.cos"),
         _chip_case("MixedActivations", 1, models.MixedActivations, 4, 8, "四种写法的 ReLU"),
     ],
-    hidden_cases=lambda rng: [_random_chip_case(rng, i) for i in range(2)],
-    produce=_profile_artifact, compare=_compare_profile, partial_credit=True,
+    random_cases=lambda rng: [_random_chip_case(rng, i) for i in range(2)],
+    produce=_profile_artifact, compare=_compare_profile,
     hint="继承 fx.Interpreter，重写 run_node(self, n)：在 with toychip.profile() as p: 里调用 "
          "super().run_node(n)，块结束后把 p.time_us 记到 n.name 下（只记 op 以 call_ 开头的节点），"
          "最后返回结果；用 MyProfiler(gm).run(*inputs) 运行。",
@@ -141,7 +141,7 @@ EXERCISES.append(Exercise(
         Case("MixedActivations", seeded_build(1, lambda: _traced(models.MixedActivations(), torch.randn(4, 8))),
              "torch.relu、F.relu、nn.ReLU 和 Tensor.relu 四种写法"),
     ],
-    hidden_cases=lambda rng: [_random_mlp_case(rng, RELU_SPELLINGS, False, i) for i in range(3)],
+    random_cases=lambda rng: [_random_mlp_case(rng, RELU_SPELLINGS, False, i) for i in range(3)],
     produce=graph_pass_artifact, analyze=graph_facts,
     compare=lambda e, g: _compare_rewrite(e, g, forbidden=RELU_LABELS, what="ReLU"),
     hint="ReLU 在 FX 图里有三种 op：call_function（torch.relu、F.relu）、call_method（x.relu()）和 call_module（nn.ReLU）。",
@@ -161,9 +161,9 @@ EXERCISES.append(Exercise(
         Case("ModelWithDropout(train)", seeded_build(1, lambda: _traced(models.ModelWithDropout(), torch.randn(4, 10), train=True)),
              "train 模式下追踪：dropout 会随机置零，必须删掉"),
     ],
-    hidden_cases=lambda rng: [_random_mlp_case(rng, DROPOUT_SPELLINGS, True, i) for i in range(3)],
+    random_cases=lambda rng: [_random_mlp_case(rng, DROPOUT_SPELLINGS, True, i) for i in range(3)],
     produce=graph_pass_artifact, analyze=graph_facts,
-    compare=lambda e, g: _compare_rewrite(e, g, forbidden=DROPOUT_LABELS, what="Dropout"), partial_credit=True,
+    compare=lambda e, g: _compare_rewrite(e, g, forbidden=DROPOUT_LABELS, what="Dropout"),
     hint="Dropout 既可能是 nn.Dropout 模块（call_module），也可能是 F.dropout 函数（call_function）；"
          "删除前先 node.replace_all_uses_with(node.args[0])。",
 ))
@@ -196,7 +196,7 @@ EXERCISES.append(Exercise(
         _conv_bn_case("SharedConvOutput", 1, models.SharedConvOutput, shape=(2, 3, 6, 6),
                       description="conv 的输出还被残差相加使用：不能折叠"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _conv_bn_case(f"hidden-{i}", rng.randrange(10**6), lambda c=rng.choice([2, 5, 8]): models.ConvBNNet(c))
         for i in range(3)
     ],
@@ -256,7 +256,7 @@ EXERCISES.append(Exercise(
         _aten_case("pointwise_chains", models.pointwise_chains, "被 matmul 和多次使用的值切开的逐点链"),
         _aten_case("single_chain", lambda x, y: torch.relu((x + 1) * 2 - 0.5), "一条完整的逐点链"),
     ],
-    hidden_cases=lambda rng: [_aten_case(f"hidden-{i}", random_pointwise_program(rng)) for i in range(4)],
+    random_cases=lambda rng: [_aten_case(f"hidden-{i}", random_pointwise_program(rng)) for i in range(4)],
     produce=_groups_artifact,
     compare=lambda e, g: artifact_error(g) or compare_equal(e["groups"], g["groups"], "找到的融合组与参考不一致。"),
     hint="只有当生产者恰好只有一个使用者 (len(node.users) == 1) 时，它才能和消费者融合；"

@@ -79,8 +79,8 @@ EXERCISES.append(Exercise(
         _program_case("dead_matmul", [("add", 0, 0), ("matmul", 1), ("scale", 0.5, 1), ("unary", "tanh", 3),
                                       ("sum", 4)], 1, "第二个节点 matmul 的结果没人用"),
     ],
-    hidden_cases=lambda rng: _random_program_cases(rng, 3),
-    produce=_lazy_run_artifact, compare=_compare_lazy_run, partial_credit=True,
+    random_cases=lambda rng: _random_program_cases(rng, 3),
+    produce=_lazy_run_artifact, compare=_compare_lazy_run,
     hint="在 meta 张量上运行 fn 只会得到形状；记录下每个 (func, args, kwargs, 输出)，"
          "再从 fn 的输出出发沿 args 往回走，只有走得到的节点才需要在真实张量上执行。",
 ))
@@ -126,8 +126,8 @@ EXERCISES.append(Exercise(
                                        ("matmul", 3), ("add", 1, 4)], 1,
                       "tanh 的结果在 matmul 之后还要用：它必须写回内存"),
     ],
-    hidden_cases=lambda rng: _random_program_cases(rng, 3),
-    produce=_fusion_artifact, compare=_compare_fusion, partial_credit=True,
+    random_cases=lambda rng: _random_program_cases(rng, 3),
+    produce=_fusion_artifact, compare=_compare_fusion,
     hint="一个逐点节点可以并入某个生产者的组，条件是：该生产者只有它一个使用者、不是图的输出；"
          "一组里最多一个 matmul；reduction、view 和输入节点不能进组。",
 ))
@@ -170,8 +170,8 @@ EXERCISES.append(Exercise(
                        "学习率变了仍命中缓存；批大小变了（形状变了）才是新图"),
         _schedule_case("batch_then_lr", [(0.2, 4), (0.2, 16), (0.1, 4), (0.1, 16)], "两种批大小交替，学习率减半"),
     ],
-    hidden_cases=lambda rng: [_schedule_case(f"hidden-{i}", _random_schedule(rng)) for i in range(3)],
-    produce=_cache_artifact, compare=_compare_cache, partial_credit=True,
+    random_cases=lambda rng: [_schedule_case(f"hidden-{i}", _random_schedule(rng)) for i in range(3)],
+    produce=_cache_artifact, compare=_compare_cache,
     hint="IRNode 的 constants 里既有整数（形状、维度）也有浮点数（学习率、缩放系数）；"
          "浮点数在运行时作为程序输入传入，键里应把它们换成一个占位标记——包括 ('alpha', -0.1) 这样的关键字常量。",
 ))
@@ -229,12 +229,11 @@ EXERCISES.append(Exercise(
         _barrier_case("views_and_compute", [("matmul", 0), ("transpose", 1), ("cumsum", 2),
                                             ("add", 1, 3), ("item", 4)], 1, "视图只改元数据，不是屏障"),
     ],
-    hidden_cases=lambda rng: [_barrier_case(f"hidden-{i}", models.random_program(rng, 8, **BARRIER_KINDS),
+    random_cases=lambda rng: [_barrier_case(f"hidden-{i}", models.random_program(rng, 8, **BARRIER_KINDS),
                                             rng.randrange(10**6)) for i in range(3)],
     produce=_barrier_artifact,
     compare=lambda e, g: artifact_error(g) or compare_equal(
         e["barriers"], g["barriers"], "找到的屏障（算子, 原因）与参考不一致。"),
-    partial_credit=True,
     hint="按顺序判断：_local_scalar_dense → item；拷到 CPU 的 _to_copy / copy_ → host_copy；"
          "带 torch.Tag.dynamic_output_shape 标签 → data_dependent_shape；视图 (func.is_view) 和芯片能编译的算子不是屏障；"
          "其余 → fallback。",
@@ -267,11 +266,10 @@ EXERCISES.append(Exercise(
         _ops_case("det_and_mask", ["det", "relu", "mask"], 0, "行列式和布尔掩码回退到 CPU，relu 不回退"),
         _ops_case("item_twice", ["item", "softmax", "item", "cumprod"], 1, ".item() 在 LTC 里也是一次回退"),
     ],
-    hidden_cases=lambda rng: [_ops_case(f"hidden-{i}", _random_ops(rng), rng.randrange(10**6)) for i in range(3)],
+    random_cases=lambda rng: [_ops_case(f"hidden-{i}", _random_ops(rng), rng.randrange(10**6)) for i in range(3)],
     produce=_fallback_artifact,
     compare=lambda e, g: artifact_error(g) or compare_equal(
         e["reports"], g["reports"], "回退报告与参考不一致（同一函数连续报告两次，两次应完全相同）。"),
-    partial_credit=True,
     hint="先 torch._lazy.metrics.reset()，再在 lazy 设备上运行并 mark_step()；"
          "LTC 把回退的算子记在名字以 'aten::' 开头的计数器里，'lazy::' 开头的是它自己编译的算子。",
 ))
@@ -328,9 +326,9 @@ EXERCISES.append(Exercise(
         _replay_case("with_dead_code", [("matmul", 0), ("unary", "sigmoid", 1), ("scale", 2.0, 2),
                                         ("unary", "relu", 1), ("add", 1, 4), ("sum", 5)], 1, "图里有死节点"),
     ],
-    hidden_cases=lambda rng: [_replay_case(f"hidden-{i}", models.random_program(rng, rng.randint(6, 10)),
+    random_cases=lambda rng: [_replay_case(f"hidden-{i}", models.random_program(rng, rng.randint(6, 10)),
                                            rng.randrange(10**6)) for i in range(3)],
-    produce=_replay_artifact, compare=_compare_replay, partial_credit=True,
+    produce=_replay_artifact, compare=_compare_replay,
     hint="照 extract_compiled_graph 的四步来：在 lazy 设备上运行一次 gm；get_tensors_ts_device_data_node "
          "找出图的输入（用 torch._lazy.get_tensor_id 认出哪些是参数）；get_graph_hash + sync_multi 编译；"
          "返回的函数里只调用 run_cached_graph。",

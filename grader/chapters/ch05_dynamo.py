@@ -89,12 +89,12 @@ EXERCISES.append(Exercise(
             ("gated", "常量在左边的减法 1 - gate，取负 -y")])
         for source in [models.STRAIGHT_LINE_PROGRAMS[name]]
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _program_case(f"hidden-{i}", models.random_straight_line(rng, f"program_{i}", rng.randint(1, 3),
                                                                  rng.randint(4, 7)), rng.randrange(10**6))
         for i in range(4)
     ],
-    produce=tracer_artifact, analyze=tracer_facts, compare=_compare_traced, partial_credit=True,
+    produce=tracer_artifact, analyze=tracer_facts, compare=_compare_traced,
     hint="用一个 Python 列表模拟 CPython 的值栈：LOAD_FAST 压入 placeholder 节点，LOAD_CONST 压入常量，"
          "LOAD_GLOBAL/LOAD_METHOD 按 NULL 规则压入两项，CALL n 弹出 n 个参数和下面的两项（KW_NAMES 给出最后几个参数的名字），"
          "BINARY_OP 先弹出右操作数；参数里有节点就 graph.call_function / call_method，否则直接算出常量；RETURN_VALUE → graph.output。",
@@ -151,11 +151,11 @@ EXERCISES.append(Exercise(
         _break_case("value_branch", models.BREAK_PROGRAMS["value_branch"], 2,
                     "按张量的值分支：新字节码里有两个续行函数，只有走到的那个被编译"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _break_case(f"hidden-{i}", models.random_break_program(rng, f"program_{i}"), rng.randrange(10**6))
         for i in range(1)
     ],
-    produce=inspector_artifact, compare=_compare_reports, partial_credit=True,
+    produce=inspector_artifact, compare=_compare_reports,
     hint="register_bytecode_hook(hook) 的 hook(code, new_code) 在每个帧编译完成时被调用一次（包括续行函数的帧），"
          "用完 handle.remove()；在 dis.get_instructions(new_code) 里找 opname == 'LOAD_GLOBAL' 的指令，"
          "数 argval 以 '__compiled_fn' 和 '__resume_at' 开头的不同名字。",
@@ -216,12 +216,11 @@ EXERCISES.append(Exercise(
                                         _spec(requires_grad=True), _spec(size=6, requires_grad=True)], None,
                     "bool、dtype、requires_grad 都有守卫"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _guard_case(f"hidden-{i}", models.random_calls(rng, rng.randint(5, 8)), rng.choice([None, False]))
         for i in range(2)
     ],
     produce=predictor_artifact, analyze=_with_measurement, confine_analysis=False, compare=_compare_prediction,
-    partial_credit=True,
     hint="维护一个缓存条目列表：每个条目记下编译时的 (size, dtype, requires_grad, n, flag) 和其中哪些是动态的；"
          "一次调用命中 = 某个条目的每个静态字段都相等。未命中才编译：dynamic=None 时，size 或 n 只要和第一次编译时的值不同，"
          "之后编译的条目就把它当作动态（接受任何值）；bool、dtype、requires_grad 永远是静态的；dynamic=False 时一切都是静态的。",
@@ -273,11 +272,11 @@ EXERCISES.append(Exercise(
         _batch_case("positions-8-first", "batch_positions", [8, 2, 40, 17], 1, "x.shape[0] 参与 Python 计算"),
         _batch_case("halves-8-first", "batch_halves", [8, 9, 64, 2], 2, "在 x.shape[0] // 2 处切片"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _batch_case(f"hidden-{i}", rng.choice(sorted(models.BATCH_MODELS)), _random_batches(rng), rng.randrange(10**6))
         for i in range(1)
     ],
-    produce=compile_once_artifact, compare=_compare_compile_once, partial_credit=True,
+    produce=compile_once_artifact, compare=_compare_compile_once,
     hint="dynamic=None 先编译一张静态图；dynamic=True 把所有维度都当作动态，第一个批大小等于 8 时会和特征维"
          "“鸭子合并”(duck sizing) 成同一个符号。只把 x 的第 0 维标为动态：在调用编译后的函数之前 torch._dynamo.mark_dynamic(x, 0)。",
 ))
@@ -338,8 +337,8 @@ EXERCISES.append(Exercise(
                      [_spec(), _spec(n=7, flag=False), _spec(dtype="float64"), _spec(dtype="float64")],
                      "bool 与 dtype 的守卫；第二次 float64 命中刚编译的条目"),
     ],
-    hidden_cases=lambda rng: [_random_lookup(rng, i) for i in range(2)],
-    produce=lookup_artifact, compare=_compare_lookup, partial_credit=True,
+    random_cases=lambda rng: [_random_lookup(rng, i) for i in range(2)],
+    produce=lookup_artifact, compare=_compare_lookup,
     hint="_debug_get_cache_entry_list(fn) 按 C 代码检查的顺序（最近命中的在前）列出缓存条目；把参数按 fn.__code__.co_varnames "
          "配成 {名字: 值} 的 dict，交给 entry.guard_manager.check(...)；第一个返回 True 的条目的 str(entry.compile_id) 就是答案，"
          "都不通过则返回 None。",

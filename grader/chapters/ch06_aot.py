@@ -61,10 +61,9 @@ EXERCISES.append(Exercise(
         _program_case("seed_min_cut", models.SEED_STEPS, 0, "同一个程序，min_cut_rematerialization_partition",
                       partitioner="min_cut"),
     ],
-    hidden_cases=lambda rng: [_random_case(rng, 0, partitioner=rng.choice(["default", "min_cut"]))],
+    random_cases=lambda rng: [_random_case(rng, 0, partitioner=rng.choice(["default", "min_cut"]))],
     produce=_aot_saved_artifact,
     compare=lambda e, g: _compare_bytes(e, g, "保存的激活字节数与参考不一致（同一块存储只算一次，输入的存储不算）。"),
-    partial_credit=True,
     hint="前向图的输出是 (loss, *saved)：在前向编译器返回的函数里记下 outs[1:]；"
          "用 t.untyped_storage().data_ptr() 去重，跳过与输入共享存储的张量，再把 untyped_storage().nbytes() 加起来。",
 ))
@@ -83,11 +82,10 @@ EXERCISES.append(Exercise(
         _program_case("seed_program", models.SEED_STEPS, 0, "本章的示例程序"),
         _program_case("relu_scale", [("relu",), ("scale", 2.0), ("tanh",)], 1, "relu、乘常数、tanh"),
     ],
-    hidden_cases=lambda rng: [_random_case(rng, i) for i in range(3)],
+    random_cases=lambda rng: [_random_case(rng, i) for i in range(3)],
     produce=_eager_saved_artifact,
     compare=lambda e, g: _compare_bytes(e, g, "即时 autograd 保存的激活字节数与参考不一致"
                                               "（同一块存储只算一次，输入的存储不算）。"),
-    partial_credit=True,
     hint="在 torch.autograd.graph.saved_tensors_hooks(pack, unpack) 里运行 fn：pack 会收到每个被保存的张量。"
          "按 untyped_storage().data_ptr() 去重，最后去掉输入自己的存储。",
 ))
@@ -128,8 +126,8 @@ EXERCISES.append(Exercise(
         _program_case("long_chain", [("sigmoid",), ("scale", 0.5), ("tanh",), ("gauss",), ("relu",)], 1,
                       "两个 matmul 之间的一长串逐点运算"),
     ],
-    hidden_cases=lambda rng: [_random_case(rng, 0)],
-    produce=_chip_artifact, compare=_compare_chip, partial_credit=True,
+    random_cases=lambda rng: [_random_case(rng, 0)],
+    produce=_chip_artifact, compare=_compare_chip,
     hint="依赖 tangents_* 输入的节点是反向节点，其余是前向节点。对反向节点的每个参数：若它是前向里的"
          "逐点算子（torch.Tag.pointwise in target.tags）或视图（target.is_view），就在这个反向节点之前插入它的副本"
          "（参数递归地同样处理），最后交给 default_partition(..., num_fwd_outputs=num_fwd_outputs, **kwargs)。",
@@ -178,9 +176,9 @@ EXERCISES.append(Exercise(
         _problem_case("example", lambda: copy.deepcopy(models.EXAMPLE_PROBLEM), "本节图里的小例子"),
         _problem_case("random-0", lambda: models.random_joint_problem(random.Random(0), 10), "随机的 10 个值"),
     ],
-    hidden_cases=lambda rng: [_problem_case(f"hidden-{i}", lambda seed=rng.randrange(10**6), size=rng.randint(9, 12):
+    random_cases=lambda rng: [_problem_case(f"hidden-{i}", lambda seed=rng.randrange(10**6), size=rng.randint(9, 12):
                                             models.random_joint_problem(random.Random(seed), size)) for i in range(3)],
-    produce=_min_cut_artifact, analyze=_min_cut_facts, compare=_compare_min_cut, partial_credit=True,
+    produce=_min_cut_artifact, analyze=_min_cut_facts, compare=_compare_min_cut,
     hint="把每个值 v 拆成 v_in → v_out（容量 = 它的字节数，割断它 = 保存它；输入容量 0）；生产者 u_out → v_in 容量无穷；"
          "source → 昂贵的值和输入的 _in（无穷）；需要的值的 _out → sink（无穷）。"
          "nx.minimum_cut(g, 'source', 'sink') 返回 (割值, (source 一侧, sink 一侧))：_in 在 source 侧、_out 不在的值就是要保存的。",
@@ -232,10 +230,9 @@ EXERCISES.append(Exercise(
         _activation_case("silu_gelu", ["silu", "gelu_tanh"], 0, "F.silu 和 F.gelu(approximate='tanh')"),
         _activation_case("softplus_mish", ["softplus", "mish"], 1, "F.softplus 和 F.mish"),
     ],
-    hidden_cases=lambda rng: [_activation_case(f"hidden-{i}", rng.sample(models.ACTIVATIONS, 3), rng.randrange(10**6))
+    random_cases=lambda rng: [_activation_case(f"hidden-{i}", rng.sample(models.ACTIVATIONS, 3), rng.randrange(10**6))
                               for i in range(3)],
     produce=_decomposition_artifact, analyze=_decomposition_facts, compare=_compare_decomposition,
-    partial_credit=True,
     hint="分解表里的函数本身也会被追踪，其中的算子若也在表里会继续被分解：silu、mish 可以直接用 "
          "get_decompositions([...]) 取 PyTorch 的分解，再为 sigmoid、tanh、softplus、gelu 写只用 exp、log、"
          "reciprocal 和四则运算的版本（tanh(x) = 2·sigmoid(2x) − 1）。",

@@ -88,7 +88,7 @@ EXERCISES.append(Exercise(
         _gelu_case("4x8", 0, (4, 8), 2.0, "approximate='none' 和 'tanh' 的前向与反向"),
         _gelu_case("wide-range", 1, (3, 5), 5.0, "取值范围更大的输入（|x| 到 10 以上）"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _gelu_case(f"hidden-{i}", rng.randrange(10**6), (rng.randint(1, 6), rng.randint(2, 9)), rng.choice([1.0, 3.0]))
         for i in range(3)
     ],
@@ -98,7 +98,6 @@ EXERCISES.append(Exercise(
     hint="用 toychip.register_kernel 注册两个 NumPy 函数：aten::gelu(a, approximate) 和 "
          "aten::gelu_backward(grad, a, approximate)；两种 approximate 都要支持，erf 用 "
          "toychip.kernels.KERNELS['erf'].fn；保持 float32 计算。",
-    partial_credit=True,
 ))
 
 
@@ -194,12 +193,11 @@ EXERCISES.append(Exercise(
                              ("chip", "autocast_chip"), ("inference_cpu", "plain")],
                    "no_grad、inference_mode、autocast 与推理张量"),
     ],
-    hidden_cases=lambda rng: [_keys_case(f"hidden-{i}", _random_scenarios(rng, 5)) for i in range(3)],
+    random_cases=lambda rng: [_keys_case(f"hidden-{i}", _random_scenarios(rng, 5)) for i in range(3)],
     produce=_keys_artifact, compare=lambda e, g: _compare_scenarios(e, g, "算出的调度键"),
     hint="键集 = 所有张量参数的键集之并 | 线程局部 include 集，再减去线程局部 exclude 集"
          "（torch._C._dispatch_tls_local_include_set / _exclude_set）；按优先级从高到低读出："
          "反复取 highestPriorityTypeId() 再 remove()。",
-    partial_credit=True,
 ))
 
 
@@ -252,12 +250,11 @@ EXERCISES.append(Exercise(
         _probe_case("some-keys", ["AutogradCPU", "AutogradPrivateUse1", "CPU", "PrivateUse1"], PROBE_SCENARIOS[5:],
                     "只在部分键上注册：没有内核的键被跳过"),
     ],
-    hidden_cases=lambda rng: [_hidden_probe_case(rng, i) for i in range(3)],
+    random_cases=lambda rng: [_hidden_probe_case(rng, i) for i in range(3)],
     produce=_probe_artifact, compare=lambda e, g: _compare_scenarios(e, g, "探针记录的路径"),
     hint="lib.define('probe(Tensor x) -> Tensor')；每个键用 lib.impl('probe', kernel, key, with_keyset=True)，"
          "内核先 log.append(key)，再 op.redispatch(keyset & torch._C._dispatch_keyset_full_after(DispatchKey.<key>), x)；"
          "CPU / PrivateUse1 上直接返回 x.clone()。",
-    partial_credit=True,
 ))
 
 
@@ -337,7 +334,7 @@ EXERCISES.append(Exercise(
         _fallback_case("out-arguments", "out_arguments", 1,
                        description="用户传入 out=（需要 resize）、sort 的两个 out、原地 cumsum_"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _fallback_case(f"hidden-{program}", program, rng.randrange(10**6), (rng.randint(2, 5), rng.randint(2, 6)))
         for program in ["multi", "lists", rng.choice(["functional_and_inplace", "out_arguments"])]
     ],
@@ -345,7 +342,6 @@ EXERCISES.append(Exercise(
     hint="op._schema.arguments[i].alias_info.is_write 标出被写入的参数（原地算子的 self、out=，"
          "out 是 kwarg_only）；把 CPU 结果写回这些芯片张量（形状变了先 resize_），"
          "返回值若与它们同别名（alias_info.before_set 相同）就返回那个参数对象本身。",
-    partial_credit=True,
 ))
 
 
@@ -429,7 +425,7 @@ EXERCISES.append(Exercise(
     id="07.bias_gelu", title="自定义算子 bias_gelu：opcheck + 芯片内核 + fullgraph 编译", function="define_bias_gelu",
     points=3,
     public_cases=lambda: [_bias_gelu_case("3d", 0, (2, 3, 4), "x 为 2×3×4，bias 为 4：opcheck、梯度、芯片、编译")],
-    hidden_cases=lambda rng: [_bias_gelu_case(
+    random_cases=lambda rng: [_bias_gelu_case(
         "hidden", rng.randrange(10**6), tuple(rng.randint(2, 5) for _ in range(rng.randint(2, 4))))],
     produce=_bias_gelu_artifact, compare=_compare_bias_gelu,
     performance=PerformanceGoal(lambda facts: facts["chip_launches"], 1.0,

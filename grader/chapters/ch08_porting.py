@@ -66,7 +66,7 @@ EXERCISES.append(Exercise(
         Case("layers", lambda: {"trace": models.layers_trace(random.Random(0), 6, 32)},
              "一次训练步的模式：逐层的激活、来了就走的工作区、反向时的梯度"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _trace_case("hidden-layers", models.layers_trace, random.Random(rng.randrange(10**6)), 8, 16),
         _trace_case("hidden-churn", models.churn_trace, random.Random(rng.randrange(10**6)), 60),
         _trace_case("hidden-churn-2", models.churn_trace, random.Random(rng.randrange(10**6)), 90),
@@ -74,7 +74,6 @@ EXERCISES.append(Exercise(
     produce=_policy_artifact, compare=_compare_policy,
     hint="在所有 size >= 请求的缓存块里选最小的那个（best-fit）；没有就返回 None。"
          "分配器会把选中的块切开，剩下的部分继续留在缓存里。",
-    partial_credit=True,
 ))
 
 
@@ -206,14 +205,13 @@ EXERCISES.append(Exercise(
         _yaml_case("five-ops", ["aten::tril.default", "aten::triu.default", "aten::sign.default",
                                 "aten::roll.default", "aten::expm1.default"], 1, "五个算子"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _yaml_case(f"hidden-{i}", sorted(rng.sample(sorted(CALLS), rng.randint(2, 6))), rng.randrange(10**6))
         for i in range(3)
     ],
     produce=_yaml_artifact, compare=_compare_yaml,
     hint="YAML 三个键：backend: PrivateUse1、cpp_namespace: toychip、supported: 列表；"
          "列表里的名字是 torchgen 的写法：去掉 aten:: 前缀，默认重载去掉 .default（aten::add.Tensor → add.Tensor）。",
-    partial_credit=True,
 ))
 
 
@@ -253,7 +251,7 @@ EXERCISES.append(Exercise(
         _partition_case("cumsum-middle", "cumsum_middle", 0, 8, 16, "cumsum 没有芯片内核，夹在两段芯片算子中间"),
         _partition_case("all-chip", "all_chip", 1, 6, 12, "所有节点芯片都支持"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _partition_case(f"hidden-{i}-{program}", program, rng.randrange(10**6), rng.choice([4, 8, 12]),
                         rng.choice([8, 16]))
         for i, program in enumerate(["two_branches", "sandwich", rng.choice(["cumsum_middle", "all_chip"])])
@@ -264,7 +262,6 @@ EXERCISES.append(Exercise(
     hint="用 toychip.compiler.ChipSupport().is_node_supported(None, node) 判断节点能否上芯片；"
          "按拓扑序把相连的芯片节点并进同一个岛，但不要让一个岛的输出经过岛外节点再回到岛内"
          "（torch.fx.passes.infra.partitioner.CapabilityBasedPartitioner 就是这样做的）。",
-    partial_credit=True,
 ))
 
 
@@ -314,7 +311,7 @@ EXERCISES.append(Exercise(
         _report_case("mlp-gelu", "mlp_gelu", 0, 8, 16, "MLP 训练一步：GELU 回退到 CPU，有 add.Tensor 和 add.Scalar"),
         _report_case("attention", "attention", 1, 6, 8, "注意力 + cumsum（回退）"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _report_case(f"hidden-{i}-{model}", model, rng.randrange(10**6), rng.choice([4, 8]), rng.choice([8, 16]))
         for i, model in enumerate(["norm", rng.choice(["mlp_gelu", "attention"]), rng.choice(list(models.OP_MODELS))])
     ],
@@ -322,7 +319,6 @@ EXERCISES.append(Exercise(
     hint="遍历 profile.kernels（名字 → KernelStat(calls, time_us, ...)），op = name.split('.')[0]，"
          "同一 op 的 calls、time_us 相加；share = time_us / profile.time_us；"
          "排序键 (-round(time_us, 3), op)。",
-    partial_credit=True,
 ))
 
 
@@ -404,7 +400,7 @@ EXERCISES.append(Exercise(
     # torch's own loader, in the analysis process: a fresh interpreter per case
     # (models.import_torch_in_subprocess, which the notebook runs) costs a torch import per case
     public_cases=lambda: [Case("toychip_plugin", lambda: {"name": "toychip_plugin"}, "包名 toychip_plugin")],
-    hidden_cases=lambda rng: [Case("hidden", lambda suffix=rng.randrange(10**6): {"name": f"chip_port_{suffix}"})],
+    random_cases=lambda rng: [Case("hidden", lambda suffix=rng.randrange(10**6): {"name": f"chip_port_{suffix}"})],
     produce=_autoload_artifact, analyze=_load_package, compare=_compare_autoload,
     hint="pyproject: [project] name/version，再加 [project.entry-points.\"torch.backends\"] 一行 "
          "toychip = \"<包名>:_autoload\"；module: def _autoload(): import toychip。",
@@ -451,7 +447,7 @@ EXERCISES.append(Exercise(
         _port_case("hardswish+leaky", 0, 4, ("hardswish", "leaky_relu"), "Hardswish 与 LeakyReLU(0.1)"),
         _port_case("relu6+hardtanh", 1, 6, ("relu6", "hardtanh"), "ReLU6 与 Hardtanh(-0.5, 2.0)"),
     ],
-    hidden_cases=lambda rng: [
+    random_cases=lambda rng: [
         _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]),
                    rng.sample(sorted(models.ACTIVATIONS), 2))
         for i in range(2)
@@ -462,5 +458,4 @@ EXERCISES.append(Exercise(
     hint="strict 模式报出的算子：hardswish / hardswish_backward、leaky_relu / leaky_relu_backward"
          "（参数 negative_slope、self_is_result）、hardtanh / hardtanh_backward（min_val、max_val；ReLU6 也走它）。"
          "每个用 toychip.register_kernel('aten::名字', numpy 函数) 注册。",
-    partial_credit=True,
 ))

@@ -101,11 +101,11 @@ def analyze_in_sandbox(plan, outcomes: dict[int, dict], limits: Limits) -> dict[
     tasks, values = [], {}
     task_id = 0
     for exercise, cases in plan:
-        for case, _ in cases:
+        for planned in cases:
             outcome = outcomes[task_id]
             if "artifact" in outcome and exercise.analyze is not keep_artifact and exercise.confine_analysis:
                 values[f"artifact_{task_id}"] = outcome["artifact"]
-                tasks.append(Task(task_id, exercise.function, exercise.analyze_name, case.build(),
+                tasks.append(Task(task_id, exercise.function, exercise.analyze_name, planned.case.build(),
                                   value=f"artifact_{task_id}"))
             task_id += 1
     if not tasks:
@@ -140,15 +140,15 @@ def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None
     plan = [(exercise, exercise_cases(exercise, include_hidden=include_hidden, seed=seed)) for exercise in exercises]
     tasks = []
     for exercise, cases in plan:
-        for case, _ in cases:
-            tasks.append(Task(len(tasks), exercise.function, exercise.produce_name, case.build()))
+        for planned in cases:
+            tasks.append(Task(len(tasks), exercise.function, exercise.produce_name, planned.case.build()))
     report = run_submission(learner_cells(notebook), tasks, limits)
     outcomes_by_task = analyze_in_sandbox(plan, report.outcomes, limits)
     results, next_task = [], 0
     for exercise, cases in plan:
         outcomes = [outcomes_by_task[next_task + index] for index in range(len(cases))]
         next_task += len(cases)
-        results.append(judge_exercise(exercise, cases, outcomes, seed))
+        results.append(judge_exercise(exercise, cases, outcomes))
     notes = [f"第 {i + 1} 个单元格{how}，评分时跳过了它。" for i, how in sorted(report.skipped_cells.items())]
     notes += [f"第 {i + 1} 个单元格出错：{error}" for i, error in sorted(report.cell_errors.items())]
     return SubmissionResult(results, notes, report.isolation)

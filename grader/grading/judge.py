@@ -7,6 +7,7 @@ and judge them here, with the same messages, so both decide alike.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from ..authoring import Case, Exercise, Verdict
@@ -17,31 +18,39 @@ ALLOWED_DATA = ("None、bool、int、float、str、bytes、list、tuple、键为
 EXERCISE_LEVEL_ERRORS = ("missing", "not_implemented")
 
 
-def exercise_cases(exercise: Exercise, *, include_hidden: bool, seed: int) -> list[tuple[Case, bool]]:
-    """(case, hidden) pairs: the public cases, then the hidden ones drawn with ``seed``."""
-    cases = [(case, False) for case in exercise.public_cases()]
+@dataclass(frozen=True)
+class PlannedCase:
+    """A case as one run of an exercise meets it: hidden or public, and for a random case
+    the seed it was drawn with (None: the same case on every seed)."""
+
+    case: Case
+    hidden: bool
+    seed: int | None = None
+
+
+def exercise_cases(exercise: Exercise, *, include_hidden: bool, seed: int) -> list[PlannedCase]:
+    """The public cases, then the designed hidden ones, then the random ones drawn with ``seed``."""
+    cases = [PlannedCase(case, False) for case in exercise.public_cases()]
     if include_hidden:
-        cases += [(case, True) for case in exercise.hidden_cases(random.Random(seed))]
+        cases += [PlannedCase(case, True) for case in exercise.designed_cases()]
+        cases += [PlannedCase(case, True, seed) for case in exercise.random_cases(random.Random(seed))]
     return cases
-
-
-def _reference_facts(exercise: Exercise, case: Case) -> Any:
-    return exercise.analyze(exercise.produce(exercise.reference_function, case.build()), case.build())
 
 
 _expected: dict[tuple, Any] = {}
 
 
-def expected_facts(exercise: Exercise, case: Case, hidden: bool, seed: int) -> Any:
-    """What the reference produces on ``case``, analysed (trusted side only).
+def expected_facts(exercise: Exercise, planned: PlannedCase) -> Any:
+    """What the reference produces on a case, analysed (trusted side only).
 
     Kept for the life of the process: a batch worker grades many submissions on the same
-    cases (cases are deterministic given their name and the seed of the hidden ones), and
+    cases (a case is determined by its name, and a random one by its seed too), and
     comparisons only read the facts.
     """
-    key = (exercise.id, case.name, hidden, seed if hidden else None)
+    key = (exercise.id, planned.case.name, planned.hidden, planned.seed)
     if key not in _expected:
-        _expected[key] = _reference_facts(exercise, case)
+        case = planned.case
+        _expected[key] = exercise.analyze(exercise.produce(exercise.reference_function, case.build()), case.build())
     return _expected[key]
 
 
@@ -70,14 +79,14 @@ def failure_message(outcome: dict) -> str:
     return detail or f"没有结果（{kind}）。"
 
 
-def case_verdict(exercise: Exercise, case: Case, hidden: bool, seed: int, outcome: dict) -> Verdict:
+def case_verdict(exercise: Exercise, planned: PlannedCase, outcome: dict) -> Verdict:
     """Analyse a learner's artifact (unless the grader's analysis process already did:
     ``facts``) and compare it with the reference's facts."""
     if "error" in outcome:
         return Verdict(False, failure_message(outcome))
-    expected = expected_facts(exercise, case, hidden, seed)
+    expected = expected_facts(exercise, planned)
     try:
-        got = outcome["facts"] if "facts" in outcome else exercise.analyze(outcome["artifact"], case.build())
+        got = outcome["facts"] if "facts" in outcome else exercise.analyze(outcome["artifact"], planned.case.build())
         verdict = exercise.compare(expected, got)
         if verdict.ok and exercise.performance is not None:
             verdict = exercise.performance.judge(expected, got)
@@ -86,14 +95,12 @@ def case_verdict(exercise: Exercise, case: Case, hidden: bool, seed: int, outcom
     return verdict
 
 
-def judge_exercise(exercise: Exercise, cases: list[tuple[Case, bool]], outcomes: list[dict],
-                   seed: int) -> ExerciseResult:
-    """The result of one exercise from its cases' outcomes (in the same order); ``seed``
-    is the one the hidden cases were drawn with."""
+def judge_exercise(exercise: Exercise, cases: list[PlannedCase], outcomes: list[dict]) -> ExerciseResult:
+    """The result of one exercise from its cases' outcomes (in the same order)."""
     result = ExerciseResult(exercise.id, exercise.title, exercise.points, partial_credit=exercise.partial_credit)
-    for (case, hidden), outcome in zip(cases, outcomes):
+    for planned, outcome in zip(cases, outcomes):
         if outcome.get("error") in EXERCISE_LEVEL_ERRORS:
             result.error, result.cases, result.unanswered = exercise_error(exercise, outcome["error"]), [], True
             break
-        result.cases.append(CaseResult(case.name, hidden, case_verdict(exercise, case, hidden, seed, outcome)))
+        result.cases.append(CaseResult(planned.case.name, planned.hidden, case_verdict(exercise, planned, outcome)))
     return result

@@ -29,11 +29,11 @@ def run_in_kernel(exercise: Exercise, function: Callable | None, *, include_hidd
     """All cases in this process (self-study and the grader's own tests; no isolation)."""
     cases = exercise_cases(exercise, include_hidden=include_hidden, seed=seed)
     outcomes = []
-    for case, _ in cases:
-        outcomes.append(read_outcome(call_learner(function, exercise.produce, case.build(), timeout_s=timeout_s)))
+    for planned in cases:
+        outcomes.append(read_outcome(call_learner(function, exercise.produce, planned.case.build(), timeout_s=timeout_s)))
         if outcomes[-1].get("error") in EXERCISE_LEVEL_ERRORS:
             break  # the same for every case: no point in calling again
-    return judge_exercise(exercise, cases[:len(outcomes)], outcomes, seed)
+    return judge_exercise(exercise, cases[:len(outcomes)], outcomes)
 
 
 def check(exercise_id: str, hint: bool = False, _caller_depth: int = 1) -> ExerciseResult:

@@ -7,7 +7,7 @@ import pytest
 
 from grader import chapters
 from notebook_builders import write_filled, wrong_answer_source
-from wrong_ch03 import remove_dropout_seed
+from answers_ch03 import remove_dropout_seed
 
 
 def run_grader(*arguments, cwd=None):

@@ -1,10 +1,12 @@
 """Self-study and grading decide alike: what ``check()`` says in the notebook is what the
-isolated harness scores, for every exercise's reference and every wrong answer.
+isolated harness scores.
 
-Each chapter is graded as a few short submissions: one with every reference answer, then
-one per "round" of wrong answers (round k uses each exercise's k-th wrong answer where it
-has one). The same answer-cell sources are executed in this process for the self-study
-path, so both paths call functions defined from identical cells.
+Each chapter is graded as three short submissions: one with every reference answer, one
+with each exercise's first catalogued wrong answer (public cases, as ``check()`` runs
+them), and one with each exercise's second wrong answer on the public and hidden cases of
+one seed. The same answer-cell sources are executed in this process for the self-study
+path, so both paths call functions defined from identical cells. Every catalogued answer
+is judged in-process by ``test_verdicts.py``; this is the sample through the sandbox.
 """
 import linecache
 import re
@@ -21,21 +23,26 @@ from grader.grading.notebooks import CHECK_PREFIX, grade_id
 from grader.grading.selfstudy import run_in_kernel
 from grader.sandbox.calls import call_learner, read_outcome
 from grader.sandbox.confinement import Limits
+from answers import WRONG_ANSWERS
 from notebook_builders import NOTEBOOKS, answers_only, wrong_answer_source
-from wrong_answers import WRONG_ANSWERS
 
 LIMITS = Limits(cell_timeout_s=120, task_timeout_s=60, protected_paths=(str(SOLUTIONS_DIR),))
+HIDDEN_SEED = 7
 
 
-def chapter_rounds(number: str) -> list[dict[str, str]]:
-    """Answer overrides per submission: {} (all references), then one round per wrong answer index."""
+def chapter_rounds(number: str) -> list[tuple[dict, bool]]:
+    """({exercise id: catalogued wrong answer}, with hidden cases) per submission: all
+    references, then each exercise's first wrong answer, then its second with the hidden cases."""
     wrong = defaultdict(list)
-    for identifier, function in WRONG_ANSWERS:
-        if identifier.startswith(number + "."):
-            name = chapters.get(identifier).function
-            wrong[identifier].append(wrong_answer_source(function, name))
-    depth = max((len(v) for v in wrong.values()), default=0)
-    return [{}] + [{i: sources[k] for i, sources in wrong.items() if k < len(sources)} for k in range(depth)]
+    for answer in WRONG_ANSWERS:
+        if answer.exercise_id.startswith(number + "."):
+            wrong[answer.exercise_id].append(answer)
+    rounds = [({}, False)]
+    for index, hidden in ((0, False), (1, True)):
+        answers = {i: listed[index] for i, listed in wrong.items() if index < len(listed)}
+        if answers:
+            rounds.append((answers, hidden))
+    return rounds
 
 
 def chapter_notebook(number: str) -> Path:
@@ -48,13 +55,14 @@ def run_cell(source: str, filename: str, namespace: dict) -> None:
     exec(compile(source, filename, "exec"), namespace)
 
 
-def self_study_results(notebook, number: str) -> dict:
+def self_study_results(notebook, number: str, include_hidden: bool, seed: int) -> dict:
     """Run the submission's cells in this process (as a kernel would) and check each exercise."""
     namespace: dict = {"__name__": "__main__"}
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code" and not grade_id(cell).startswith(CHECK_PREFIX):
             run_cell(cell.source, f"<cell-{number}-{index}>", namespace)
-    return {exercise.id: run_in_kernel(exercise, namespace.get(exercise.function), include_hidden=False, seed=0)
+    return {exercise.id: run_in_kernel(exercise, namespace.get(exercise.function), include_hidden=include_hidden,
+                                       seed=seed)
             for exercise in chapters.chapter(number)}
 
 
@@ -67,16 +75,18 @@ def summary(result) -> tuple:
 
 @pytest.mark.parametrize("number", list(chapters.chapter_modules()))
 def test_check_and_grading_give_the_same_verdicts(number):
-    for overrides in chapter_rounds(number):
-        notebook = answers_only(chapter_notebook(number), overrides)
-        graded = grade_notebook(notebook, seed=0, limits=LIMITS, include_hidden=False,
+    for answers, include_hidden in chapter_rounds(number):
+        seed = HIDDEN_SEED if include_hidden else 0
+        sources = {i: wrong_answer_source(a.function, chapters.get(i).function) for i, a in answers.items()}
+        notebook = answers_only(chapter_notebook(number), sources)
+        graded = grade_notebook(notebook, seed=seed, limits=LIMITS, include_hidden=include_hidden,
                                 exercises=list(chapters.chapter(number)))
-        in_kernel = self_study_results(notebook, number)
+        in_kernel = self_study_results(notebook, number, include_hidden, seed)
         for result in graded.exercises:
             assert summary(result) == summary(in_kernel[result.exercise_id]), (result.exercise_id, graded.notes)
-        for identifier in overrides:
-            assert not in_kernel[identifier].passed, identifier
-        if not overrides:
+        for identifier, answer in answers.items():
+            assert not in_kernel[identifier].passed or (answer.hidden_only and not include_hidden), identifier
+        if not answers:
             assert all(r.passed for r in graded.exercises), [r.reason for r in graded.exercises]
 
 

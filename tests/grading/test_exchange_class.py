@@ -21,7 +21,7 @@ import pytest
 from class_accounts import assert_allowed, assert_denied, class_accounts, unreachable_for_others
 from grader import chapters
 from notebook_builders import write_filled, wrong_answer_source
-from wrong_ch03 import fold_conv_bn_ignoring_users
+from answers_ch03 import fold_conv_bn_ignoring_users
 
 COURSE_ID = "pytorch-compiler-course"
 # The snippet the README gives for /etc/jupyter/nbgrader_config.py, here per account.

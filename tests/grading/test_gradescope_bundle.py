@@ -16,7 +16,7 @@ import torch
 from grader import chapters
 from grader.instructor.gradescope.bundle import build_bundle, torch_pin
 from notebook_builders import NOTEBOOKS, write_answers_only, write_filled, wrong_answer_source
-from wrong_ch03 import fold_conv_bn_ignoring_users
+from answers_ch03 import fold_conv_bn_ignoring_users
 
 POINTS = {exercise.id: exercise.points for exercise in chapters.chapter("03")}
 FULL = sum(POINTS.values())

@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 from grader import chapters
 from notebook_builders import write_answers_only, write_filled, wrong_answer_source
-from wrong_ch03 import fold_conv_bn_ignoring_users
+from answers_ch03 import fold_conv_bn_ignoring_users
 
 HANGS = "def count_ops(gm):\n    while True:\n        try:\n            pass\n        except BaseException:\n            pass\n"
 CRASHES = "import os\ndef relu_to_gelu(gm):\n    return gm\nos._exit(3)\n"

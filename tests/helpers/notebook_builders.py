@@ -13,9 +13,9 @@ CHAPTER_03 = NOTEBOOKS / "03_fx.ipynb"
 
 def wrong_answer_source(function, name: str) -> str:
     """Source defining ``name`` as the given (wrong) function: its module's source for a
-    self-contained ``wrong_chNN`` module, an import for a course library function."""
+    self-contained ``answers_chNN`` module, an import for a course library function."""
     module = inspect.getmodule(function)
-    if not module.__name__.startswith("wrong_ch"):
+    if not module.__name__.startswith("answers_ch"):
         return f"from {module.__name__} import {function.__name__} as {name}\n"
     return inspect.getsource(module) + f"\n{name} = {function.__name__}\n"
 

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 05's exercises; the checks must reject each one."""
+"""Plausible wrong answers to chapter 05's exercises, each with the belief it embodies; the checks must reject each one."""
 import dis
 import operator
 
@@ -163,14 +163,24 @@ def cached_entry_first_always(fn, args):
 
 
 WRONG_ANSWERS = [
-    ("05.bytecode_tracer", bytecode_to_fx_swapped_operands),
-    ("05.bytecode_tracer", bytecode_to_fx_every_local),
-    ("05.bytecode_inspector", inspect_bytecode_first_frame_only),
-    ("05.bytecode_inspector", inspect_bytecode_from_explain),
-    ("05.guard_predictor", predict_recompiles_tensors_only),
-    ("05.guard_predictor", predict_recompiles_shape_only),
-    ("05.compile_once", compile_once_dynamic_true),
-    ("05.compile_once", compile_once_default),
-    ("05.cache_lookup", cached_entry_oldest_first),
-    ("05.cache_lookup", cached_entry_first_always),
+    ("05.bytecode_tracer", bytecode_to_fx_swapped_operands,
+     "Pops the left operand first: ``1 - gate`` becomes ``gate - 1``."),
+    ("05.bytecode_tracer", bytecode_to_fx_every_local,
+     "Makes a placeholder for every name in ``co_varnames``: locals like ``y`` are not inputs."),
+    ("05.bytecode_inspector", inspect_bytecode_first_frame_only,
+     "Keeps only the first transformed frame: misses the resume functions' frames."),
+    ("05.bytecode_inspector", inspect_bytecode_from_explain,
+     "Counts graphs and breaks with ``explain`` instead of reading the new bytecode."),
+    ("05.guard_predictor", predict_recompiles_tensors_only,
+     "'Dynamo guards only tensors': ignores the Python int ``n`` and bool ``flag``."),
+    ("05.guard_predictor", predict_recompiles_shape_only,
+     "Knows automatic dynamic for sizes but forgets that ints, bools, dtypes and requires_grad are guarded."),
+    ("05.compile_once", compile_once_dynamic_true,
+     "``dynamic=True``: every dimension symbolic, so a batch of 8 is duck-sized with the features."),
+    ("05.compile_once", compile_once_default,
+     "The default ``dynamic=None``: a static graph first, then a dynamic one."),
+    ("05.cache_lookup", cached_entry_oldest_first,
+     "Checks the oldest entry first (compile order), not the order the C lookup uses."),
+    ("05.cache_lookup", cached_entry_first_always,
+     "Returns the first entry without checking its guards."),
 ]

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 06's exercises; the checks must reject each one.
+"""Plausible wrong answers to chapter 06's exercises, each with the belief it embodies; the checks must reject each one.
 
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
@@ -97,14 +97,22 @@ def pytorch_decompositions_only():
 
 
 WRONG_ANSWERS = [
-    ("06.saved_activations", aot_saved_bytes_every_output),
-    ("06.saved_activations", aot_saved_bytes_from_backward_inputs),
-    ("06.eager_saved", eager_saved_bytes_every_pack),
-    ("06.recompute_partition", recompute_nothing),
-    ("06.min_cut", save_what_backward_reads),
-    ("06.min_cut", min_cut_ignoring_expensive),
-    ("06.decompositions", core_aten_table),
-    ("06.decompositions", pytorch_decompositions_only),
+    ("06.saved_activations", aot_saved_bytes_every_output,
+     "Adds up every tensor the forward returns after the loss: inputs and aliases included."),
+    ("06.saved_activations", aot_saved_bytes_from_backward_inputs,
+     "Reads the backward graph's non-tangent inputs from their metadata: inputs, views of"),
+    ("06.eager_saved", eager_saved_bytes_every_pack,
+     "Adds up every packed tensor: saved inputs and tensors saved twice are counted."),
+    ("06.recompute_partition", recompute_nothing,
+     "The default partitioner: saves every intermediate the backward reads."),
+    ("06.min_cut", save_what_backward_reads,
+     "The default partitioner's choice: save every needed value, recompute nothing."),
+    ("06.min_cut", min_cut_ignoring_expensive,
+     "A correct cut construction, but matmuls are not tied to the source: it recomputes them."),
+    ("06.decompositions", core_aten_table,
+     "PyTorch's core ATen decompositions: sigmoid, tanh and friends are core ops, kept as they are."),
+    ("06.decompositions", pytorch_decompositions_only,
+     "PyTorch's own decompositions for each activation: they lower to ops outside the chip's set."),
 ]
 
 
@@ -139,4 +147,5 @@ def recompute_everything(joint_module, joint_inputs, *, num_fwd_outputs, **kwarg
     return default_partition(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
 
 
-WRONG_ANSWERS.insert(4, ("06.recompute_partition", recompute_everything))
+WRONG_ANSWERS.insert(4, ("06.recompute_partition", recompute_everything,
+                         "Recomputes every forward op the backward reads, matmuls included: least memory, but"))

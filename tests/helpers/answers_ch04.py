@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 04's exercises; the checks must reject each one.
+"""Plausible wrong answers to chapter 04's exercises, each with the belief it embodies; the checks must reject each one.
 
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
@@ -134,17 +134,30 @@ def replay_frozen_values(gm, example_inputs):
 
 
 WRONG_ANSWERS = [
-    ("04.lazy_recorder", lazy_run_eagerly),
-    ("04.lazy_recorder", lazy_run_everything_recorded),
-    ("04.cache_key", cache_key_whole_nodes),
-    ("04.cache_key", cache_key_top_level_floats),
-    ("04.cache_key", cache_key_without_shapes),
-    ("04.fusion_policy", no_fusion),
-    ("04.fusion_policy", fuse_chains_ignoring_users),
-    ("04.barrier_finder", barrier_reason_seed),
-    ("04.barrier_finder", barrier_reason_views_fall_back),
-    ("04.fallback_report", fallback_report_every_counter),
-    ("04.fallback_report", fallback_report_without_reset),
-    ("04.replay_backend", replay_by_retracing),
-    ("04.replay_backend", replay_frozen_values),
+    ("04.lazy_recorder", lazy_run_eagerly,
+     "Seed 000's picture of eager mode: just run it -- dead ops run too."),
+    ("04.lazy_recorder", lazy_run_everything_recorded,
+     "Records on meta tensors, but then runs every recorded op (no dead-code removal)."),
+    ("04.cache_key", cache_key_whole_nodes,
+     "Hashes the records as they are: the learning rate is part of the key."),
+    ("04.cache_key", cache_key_top_level_floats,
+     "Abstracts positional floats but not keyword ones (SGD's ``alpha=-lr``)."),
+    ("04.cache_key", cache_key_without_shapes,
+     "Ops and wiring only: a new batch size looks like the same graph."),
+    ("04.fusion_policy", no_fusion,
+     "Every op its own kernel."),
+    ("04.fusion_policy", fuse_chains_ignoring_users,
+     "Joins connected pointwise ops even when an intermediate value is used elsewhere."),
+    ("04.barrier_finder", barrier_reason_seed,
+     "Seed 000's list: only ``.cpu()``/``print`` and reading a value (``if z.sum() > 0``)."),
+    ("04.barrier_finder", barrier_reason_views_fall_back,
+     "Forgets that views only change metadata: ``t()``/``view`` reported as fallbacks."),
+    ("04.fallback_report", fallback_report_every_counter,
+     "Reports every counter: LTC's own lazy::* ops and compile counters included."),
+    ("04.fallback_report", fallback_report_without_reset,
+     "Never resets the counters: earlier runs leak into the report."),
+    ("04.replay_backend", replay_by_retracing,
+     "Correct numbers, but traces the graph again on every call (LTC's cache still hits)."),
+    ("04.replay_backend", replay_frozen_values,
+     "Caches the example's *results* instead of the program: later calls ignore their inputs."),
 ]

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 01's exercises; the checks must reject each one."""
+"""Plausible wrong answers to chapter 01's exercises, each with the belief it embodies; the checks must reject each one."""
 import re
 from collections import Counter
 
@@ -123,19 +123,34 @@ def bisect_first_input_only(fn, inputs, stages):
 
 
 WRONG_ANSWERS = [
-    ("01.graph_recorder", record_graphs_first_call_only),
-    ("01.graph_recorder", record_graphs_every_node),
-    ("01.count_compilations", count_compilations_once_per_shape),
-    ("01.count_compilations", count_compilations_no_specialization),
-    ("01.remove_graph_breaks", running_stats),
-    ("01.remove_graph_breaks", running_stats_one_branch),
-    ("01.remove_graph_breaks", running_stats_keeps_print),
-    ("01.compile_friendly", adaptive_clip),
-    ("01.compile_friendly", adaptive_clip_keeps_item),
-    ("01.compile_friendly", adaptive_clip_sorted),
-    ("01.fused_kernels", kernel_launches_definitions),
-    ("01.fused_kernels", kernel_launches_everywhere),
-    ("01.bisect_backends", bisect_last_divergent),
-    ("01.bisect_backends", bisect_exact_equality),
-    ("01.bisect_backends", bisect_first_input_only),
+    ("01.graph_recorder", record_graphs_first_call_only,
+     "Uses ``explain`` on the first input: misses the graphs of later recompiles and branches."),
+    ("01.graph_recorder", record_graphs_every_node,
+     "Counts placeholders and the output too."),
+    ("01.count_compilations", count_compilations_once_per_shape,
+     "The seed's claim: every new batch size compiles once."),
+    ("01.count_compilations", count_compilations_no_specialization,
+     "Knows automatic dynamic shapes but forgets 0/1 specialization and the recompile limit."),
+    ("01.remove_graph_breaks", running_stats,
+     ""),
+    ("01.remove_graph_breaks", running_stats_one_branch,
+     "No graph break, but it always takes the ``total > 0`` branch."),
+    ("01.remove_graph_breaks", running_stats_keeps_print,
+     "The branch became ``torch.where``, but the print still breaks the graph."),
+    ("01.compile_friendly", adaptive_clip,
+     ""),
+    ("01.compile_friendly", adaptive_clip_keeps_item,
+     "``torch.where`` for the branch, but ``.item()`` still breaks the graph."),
+    ("01.compile_friendly", adaptive_clip_sorted,
+     "One graph and correct, but a sort nobody needs makes it slower than eager."),
+    ("01.fused_kernels", kernel_launches_definitions,
+     "Lists the kernels the file defines: misses the library calls (extern_kernels.mm)."),
+    ("01.fused_kernels", kernel_launches_everywhere,
+     "Every ``cpp_fused_…`` name in the file: each kernel counted twice (definition and launch)."),
+    ("01.bisect_backends", bisect_last_divergent,
+     "Keeps looking after the first divergence: returns the last stage, not the first."),
+    ("01.bisect_backends", bisect_exact_equality,
+     "Demands bit-identical outputs: a correct pass that reorders float math looks like a bug."),
+    ("01.bisect_backends", bisect_first_input_only,
+     "Checks only the first input: a bug that shows on negative values goes unseen."),
 ]

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 03's exercises; the checks must reject each one.
+"""Plausible wrong answers to chapter 03's exercises, each with the belief it embodies; the checks must reject each one.
 
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
@@ -159,14 +159,24 @@ def find_fusion_groups_ignoring_users(gm: fx.GraphModule):
 
 
 WRONG_ANSWERS = [
-    ("03.op_census", count_ops_by_target),
-    ("03.op_census", count_ops_every_node),
-    ("03.node_profiler", profile_nodes_wall_clock),
-    ("03.node_profiler", profile_nodes_cumulative),
-    ("03.node_profiler", profile_nodes_functions_and_modules),
-    ("03.relu_to_gelu", relu_to_gelu_seed),
-    ("03.remove_dropout", remove_dropout_seed),
-    ("03.fold_conv_bn", fold_conv_bn_ignoring_users),
-    ("03.fold_conv_bn", fold_conv_bn_without_mean),
-    ("03.fusion_groups", find_fusion_groups_ignoring_users),
+    ("03.op_census", count_ops_by_target,
+     "Keys call_module nodes by the submodule's name ('linear1') instead of its class."),
+    ("03.op_census", count_ops_every_node,
+     "Counts every node, placeholders and the output included."),
+    ("03.node_profiler", profile_nodes_wall_clock,
+     "The FX profiler tutorial verbatim: wall-clock seconds per node instead of the chip's clock."),
+    ("03.node_profiler", profile_nodes_cumulative,
+     "One profile around the whole run, read after each node: running totals, not per-node times."),
+    ("03.node_profiler", profile_nodes_functions_and_modules,
+     "Overrides call_function and call_module only: Tensor-method nodes (x.sigmoid()) are missed."),
+    ("03.relu_to_gelu", relu_to_gelu_seed,
+     "Seed 000's rewrite: only ``torch.relu`` calls, not F.relu, x.relu() or nn.ReLU."),
+    ("03.remove_dropout", remove_dropout_seed,
+     "Seed 000's pass: removes nn.Dropout modules but leaves F.dropout calls."),
+    ("03.fold_conv_bn", fold_conv_bn_ignoring_users,
+     "Folds even when the conv's output is also used elsewhere."),
+    ("03.fold_conv_bn", fold_conv_bn_without_mean,
+     "Forgets to subtract the running mean from the bias."),
+    ("03.fusion_groups", find_fusion_groups_ignoring_users,
+     "Joins connected pointwise nodes even through values with several users."),
 ]

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 08's exercises; the checks must reject each one.
+"""Plausible wrong answers to chapter 08's exercises, each with the belief it embodies; the checks must reject each one.
 
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
@@ -137,18 +137,32 @@ def port_fixed_slope():
 
 
 WRONG_ANSWERS = [
-    ("08.allocator_policy", first_fit),
-    ("08.allocator_policy", never_reuse),
-    ("08.yaml_registration", yaml_with_default_suffix),
-    ("08.yaml_registration", yaml_with_device_name),
-    ("08.yaml_registration", yaml_with_namespace),
-    ("08.yaml_registration", yaml_first_op_only),
-    ("08.compile_partitioning", one_island_per_node),
-    ("08.compile_partitioning", all_supported_in_one_island),
-    ("08.op_report", report_keeps_overloads),
-    ("08.op_report", report_share_of_kernels_only),
-    ("08.autoload_package", autoload_wrong_group),
-    ("08.autoload_package", autoload_module_not_function),
-    ("08.port_model", port_forward_only),
-    ("08.port_model", port_fixed_slope),
+    ("08.allocator_policy", first_fit,
+     "The first cached block that is big enough: splits a big block for a small request."),
+    ("08.allocator_policy", never_reuse,
+     "Always asks the device for a new block: no caching at all."),
+    ("08.yaml_registration", yaml_with_default_suffix,
+     "Keeps ``.default`` in the names: ATen has no overload called 'default'."),
+    ("08.yaml_registration", yaml_with_device_name,
+     "Writes the chip's device name as the backend: the YAML wants the dispatch key."),
+    ("08.yaml_registration", yaml_with_namespace,
+     "Keeps the aten:: prefix: the YAML's names are inside the aten namespace already."),
+    ("08.yaml_registration", yaml_first_op_only,
+     "Declares only the first op (a loop that returns too early)."),
+    ("08.compile_partitioning", one_island_per_node,
+     "Every supported node is an island of its own: correct, but nothing is fused."),
+    ("08.compile_partitioning", all_supported_in_one_island,
+     "Every supported node in one island, ignoring the paths through CPU nodes (a cycle)."),
+    ("08.op_report", report_keeps_overloads,
+     "Does not merge overloads: add.Tensor and add.Scalar stay two rows."),
+    ("08.op_report", report_share_of_kernels_only,
+     "Divides by the kernels' time only, leaving the host<->device copies out of the total."),
+    ("08.autoload_package", autoload_wrong_group,
+     "Declares the entry point in the torch.compile backends' group: import torch ignores it."),
+    ("08.autoload_package", autoload_module_not_function,
+     "Points the entry point at the module: torch calls what the entry point loads."),
+    ("08.port_model", port_forward_only,
+     "Registers the forward kernels only: every backward still falls back to the CPU."),
+    ("08.port_model", port_fixed_slope,
+     "LeakyReLU with the default slope 0.01, whatever negative_slope the module asks for."),
 ]

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 07's exercises; the checks must reject each one.
+"""Plausible wrong answers to chapter 07's exercises, each with the belief it embodies; the checks must reject each one.
 
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
@@ -168,14 +168,24 @@ def bias_gelu_exact_backward(namespace):
 
 
 WRONG_ANSWERS = [
-    ("07.gelu_native", gelu_forward_only),
-    ("07.gelu_native", gelu_always_tanh),
-    ("07.dispatch_keys", keys_ignoring_thread_local_state),
-    ("07.dispatch_keys", keys_in_printed_order),
-    ("07.probe_path", probe_logs_after_redispatch),
-    ("07.probe_path", probe_without_redispatch),
-    ("07.boxed_fallback", fallback_results_only),
-    ("07.boxed_fallback", fallback_positional_writes_only),
-    ("07.bias_gelu", bias_gelu_without_fake),
-    ("07.bias_gelu", bias_gelu_exact_backward),
+    ("07.gelu_native", gelu_forward_only,
+     "Registers the forward kernel only: the backward still falls back to the CPU."),
+    ("07.gelu_native", gelu_always_tanh,
+     "Uses the tanh approximation whatever ``approximate`` says (off by ~1e-3 for 'none')."),
+    ("07.dispatch_keys", keys_ignoring_thread_local_state,
+     "Only the tensors' own keys: forgets the thread-local include and exclude sets."),
+    ("07.dispatch_keys", keys_in_printed_order,
+     "Reads the names off the printed key set, which lists the lowest priority first."),
+    ("07.probe_path", probe_logs_after_redispatch,
+     "Appends the key after the redispatch returns: the path comes out backwards."),
+    ("07.probe_path", probe_without_redispatch,
+     "Every kernel computes the result itself: the dispatcher never goes below the first key."),
+    ("07.boxed_fallback", fallback_results_only,
+     "Moves the results back but never writes into the arguments the op mutates (out=, self)."),
+    ("07.boxed_fallback", fallback_positional_writes_only,
+     "Writes back a mutated ``self`` but forgets the kwarg-only ``out=`` arguments."),
+    ("07.bias_gelu", bias_gelu_without_fake,
+     "No register_fake: fake tensors (opcheck, torch.compile) cannot run the op."),
+    ("07.bias_gelu", bias_gelu_exact_backward,
+     "Forward uses the tanh approximation, backward the exact (erf) derivative: ~1e-3 off."),
 ]

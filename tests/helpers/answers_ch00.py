@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 00's exercises; the checks must reject each one."""
+"""Plausible wrong answers to chapter 00's exercises, each with the belief it embodies; the checks must reject each one."""
 import statistics
 import time
 
@@ -117,15 +117,26 @@ def roofline_without_launches(kernels, spec):
 
 
 WRONG_ANSWERS = [
-    ("00.export_dynamic", export_static),
-    ("00.export_dynamic", export_separate_dims),
-    ("00.export_dynamic", export_with_trace),
-    ("00.benchmark", benchmark_without_warmup),
-    ("00.benchmark", benchmark_mean),
-    ("00.benchmark", benchmark_without_sync),
-    ("00.kernel_costs", kernel_costs_with_views),
-    ("00.kernel_costs", kernel_costs_output_numel_flops),
-    ("00.kernel_costs", kernel_costs_output_bytes_only),
-    ("00.roofline", roofline_of_totals),
-    ("00.roofline", roofline_without_launches),
+    ("00.export_dynamic", export_static,
+     "Exports with the example's shapes baked in: other batch sizes fail the guard."),
+    ("00.export_dynamic", export_separate_dims,
+     "One Dim per input: export refuses when the inputs' batches must be equal."),
+    ("00.export_dynamic", export_with_trace,
+     "The seed's deployment path: a TorchScript trace is not an ExportedProgram."),
+    ("00.benchmark", benchmark_without_warmup,
+     "Times from the very first call: the cold calls land in the samples."),
+    ("00.benchmark", benchmark_mean,
+     "Warms up and synchronises, but reports the mean: one pause drags it up."),
+    ("00.benchmark", benchmark_without_sync,
+     "Never waits for the device: on an asynchronous device it times only the enqueue."),
+    ("00.kernel_costs", kernel_costs_with_views,
+     "Counts every ATen node, views (t, transpose) included: views launch no kernel."),
+    ("00.kernel_costs", kernel_costs_output_numel_flops,
+     "Right kernels and bytes, but a matmul's flops taken as its output's numel."),
+    ("00.kernel_costs", kernel_costs_output_bytes_only,
+     "Counts only the bytes a kernel writes, not what it reads."),
+    ("00.roofline", roofline_of_totals,
+     "Adds all bytes and all flops first, then takes one max: wrong when kernels disagree."),
+    ("00.roofline", roofline_without_launches,
+     "The classic roofline: per-kernel max of memory and compute, no launch overhead."),
 ]

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to chapter 02's exercises; the checks must reject each one."""
+"""Plausible wrong answers to chapter 02's exercises, each with the belief it embodies; the checks must reject each one."""
 from collections import Counter
 from typing import Optional
 
@@ -143,14 +143,24 @@ def migrate_swapped_branches(model, example):
 
 
 WRONG_ANSWERS = [
-    ("02.trace_divergence", find_divergent_exact),
-    ("02.trace_divergence", find_divergent_unguarded),
-    ("02.make_scriptable", make_scriptable_by_tracing),
-    ("02.make_scriptable", make_scriptable_without_temperature),
-    ("02.make_scriptable", make_scriptable_one_branch),
-    ("02.ir_census", ir_census_top_level),
-    ("02.ir_census", ir_census_blocks_as_nodes),
-    ("02.cond_migration", migrate_specialised),
-    ("02.cond_migration", migrate_with_where),
-    ("02.cond_migration", migrate_swapped_branches),
+    ("02.trace_divergence", find_divergent_exact,
+     "Compares with ``torch.equal``: a frozen program that only changed the last bits counts as divergent."),
+    ("02.trace_divergence", find_divergent_unguarded,
+     "Uses a tolerance but lets an exception from the traced program escape."),
+    ("02.make_scriptable", make_scriptable_by_tracing,
+     "Traces instead of scripting: NumPy's result becomes a constant, one branch is baked in,"),
+    ("02.make_scriptable", make_scriptable_without_temperature,
+     "Scripts fine, but drops the untyped ``temperature=None`` argument instead of typing it."),
+    ("02.make_scriptable", make_scriptable_one_branch,
+     "Keeps only the branch taken for positive activations."),
+    ("02.ir_census", ir_census_top_level,
+     "Counts only ``graph.nodes()``: the nodes inside If/Loop blocks are missed."),
+    ("02.ir_census", ir_census_blocks_as_nodes,
+     "Walks every level, but counts one block per control-flow node (an If has two)."),
+    ("02.cond_migration", migrate_specialised,
+     "Removes the ``if``s by keeping the branches the example takes: export succeeds, one route only."),
+    ("02.cond_migration", migrate_with_where,
+     "Replaces each ``if`` with ``torch.where`` instead of ``torch.cond``."),
+    ("02.cond_migration", migrate_swapped_branches,
+     "Uses ``torch.cond`` but passes the else-branch as ``true_fn`` in the first one."),
 ]

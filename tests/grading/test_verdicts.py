@@ -1,0 +1,110 @@
+"""Every verdict right: each exercise rejects the mistakes learners make, on every seed,
+and accepts every correct answer, however it is written.
+
+The catalogue (``tests/helpers/answers_chNN.py``) holds, per exercise, at least three
+plausible wrong answers, each labelled with the misconception it embodies, and correct
+answers written differently from the reference. For each of ``SEEDS``:
+
+- a wrong answer scores less than full marks on the public and hidden cases together;
+  the public cases alone reject it (so a ✅ in the notebook means the grade) unless the
+  catalogue says why only a hidden case can, and the designed hidden cases alone reject
+  it too (they are the same on every seed, so no unlucky draw lets it through);
+- the reference and every catalogued correct answer pass every case.
+
+Everything is judged in this process through the grader's own call and judge
+(``test_equal_verdicts.py`` runs a sample through the sandbox). A learner's outcome on a
+case that does not depend on the seed is computed once and judged for every seed.
+"""
+import pytest
+
+from answers import REPLACED_LATER, RIGHT_ANSWERS, WRONG_ANSWERS
+from grader import chapters
+from grader.grading.judge import EXERCISE_LEVEL_ERRORS, PlannedCase, exercise_cases, judge_exercise
+from grader.grading.results import ExerciseResult
+from grader.sandbox.calls import call_learner, read_outcome
+
+SEEDS = range(20)
+MIN_MISCONCEPTIONS = 3
+
+_outcomes: dict[tuple, dict] = {}
+
+
+def outcome(exercise, function, planned: PlannedCase) -> dict:
+    """The outcome of calling ``function`` on a case (memoised: the same case, the same call)."""
+    key = (exercise.id, function.__module__, function.__qualname__, planned.case.name, planned.hidden, planned.seed)
+    if key not in _outcomes:
+        _outcomes[key] = read_outcome(call_learner(function, exercise.produce, planned.case.build()))
+    return _outcomes[key]
+
+
+def judged(exercise, function, cases: list[PlannedCase]) -> ExerciseResult:
+    outcomes = []
+    for planned in cases:
+        outcomes.append(outcome(exercise, function, planned))
+        if outcomes[-1].get("error") in EXERCISE_LEVEL_ERRORS:
+            break
+    return judge_exercise(exercise, cases[:len(outcomes)], outcomes)
+
+
+def describe(result: ExerciseResult) -> str:
+    return f"{result.points}/{result.max_points}: " + "; ".join(
+        f"{c.case} {'ok' if c.verdict.ok else c.verdict.message}" for c in result.cases)
+
+
+def answer_id(answer) -> str:
+    return f"{answer.exercise_id}-{answer.function.__name__}"
+
+
+EXERCISES = chapters.every_exercise()
+REFERENCES = [(e.id, e.reference_function) for e in EXERCISES]
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_catalogue_has_misconceptions_and_a_right_answer_for_every_exercise(exercise):
+    wrong = [a for a in WRONG_ANSWERS if a.exercise_id == exercise.id]
+    right = [a for a in RIGHT_ANSWERS if a.exercise_id == exercise.id]
+    needed = 1 if exercise.id in REPLACED_LATER else MIN_MISCONCEPTIONS
+    assert len(wrong) >= needed, f"{exercise.id}: {len(wrong)} catalogued wrong answers, need {needed}"
+    assert len({a.misconception for a in wrong}) == len(wrong) and all(a.misconception.strip() for a in wrong)
+    assert exercise.id in REPLACED_LATER or right, f"{exercise.id}: no correct answer written differently"
+
+
+def test_catalogue_names_only_declared_exercises():
+    declared = {e.id for e in EXERCISES}
+    assert {a.exercise_id for a in WRONG_ANSWERS + RIGHT_ANSWERS} <= declared
+    assert REPLACED_LATER <= declared
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_case_names_are_unique_on_every_seed(exercise):
+    for seed in SEEDS:
+        names = [planned.case.name for planned in exercise_cases(exercise, include_hidden=True, seed=seed)]
+        assert len(names) == len(set(names)), (seed, names)
+        assert any(not p.hidden for p in exercise_cases(exercise, include_hidden=True, seed=seed))
+
+
+@pytest.mark.parametrize("answer", WRONG_ANSWERS, ids=answer_id)
+def test_wrong_answer_is_rejected_on_every_seed(answer):
+    exercise = chapters.get(answer.exercise_id)
+    public = judged(exercise, answer.function, exercise_cases(exercise, include_hidden=False, seed=0))
+    if answer.hidden_only:
+        assert public.passed, f"catalogued as hidden-only, but the public cases reject it: {describe(public)}"
+    else:
+        assert not public.passed, f"the public cases accept it ({answer.misconception})"
+    if exercise.id not in REPLACED_LATER:
+        designed = [PlannedCase(case, True) for case in exercise.designed_cases()]
+        assert designed and not judged(exercise, answer.function, designed).passed, \
+            f"no designed hidden case rejects it ({answer.misconception})"
+    for seed in SEEDS:
+        result = judged(exercise, answer.function, exercise_cases(exercise, include_hidden=True, seed=seed))
+        assert result.points < result.max_points, f"seed {seed}: full marks ({answer.misconception})"
+
+
+@pytest.mark.parametrize("exercise_id, function", REFERENCES + [(a.exercise_id, a.function) for a in RIGHT_ANSWERS],
+                         ids=[f"{i}-reference" for i, _ in REFERENCES] + [answer_id(a) for a in RIGHT_ANSWERS])
+def test_right_answer_passes_every_case_on_every_seed(exercise_id, function):
+    exercise = chapters.get(exercise_id)
+    for seed in SEEDS:
+        result = judged(exercise, function, exercise_cases(exercise, include_hidden=True, seed=seed))
+        assert result.passed, f"seed {seed}: {describe(result)}"
+    assert any(planned.hidden for planned in exercise_cases(exercise, include_hidden=True, seed=0)), "no hidden case"
