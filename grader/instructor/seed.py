@@ -1,4 +1,9 @@
-"""The secret seed of the hidden cases: one per course directory or Gradescope bundle.
+"""The secret seed of the random hidden cases: one per course directory or Gradescope bundle.
+
+One per course, not one per student: the same answer gets the same score (a regrade
+request can be answered), and a batch computes the references' facts once per case. A
+weak draw cannot let a class's known mistakes through, because those are rejected by the
+designed hidden cases, which are the same on every seed.
 
 It lives in a file of its own (``.grader_seed``) so that it stays out of every release
 and the sandbox can be kept from reading it.
