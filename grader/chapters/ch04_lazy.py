@@ -19,22 +19,29 @@ from ..authoring import (PASS, Case, Exercise, Verdict, artifact_error, compare_
 EXERCISES: list[Exercise] = []  # in notebook order
 
 
-def _program_case(name: str, steps: list, seed: int, description: str = "") -> Case:
-    """``{"fn": run_program(steps, ·, ·), "inputs": (x, w)}`` with 4×4 inputs."""
+def _program_case(name: str, steps: list, seed: int, description: str = "", outputs=-1) -> Case:
+    """``{"fn": run_program(steps, ·, ·, outputs), "inputs": (x, w)}`` with 4×4 inputs."""
     return Case(name, seeded_build(seed, lambda: {
-        "fn": functools.partial(models.run_program, steps), "inputs": (torch.randn(4, 4), torch.randn(4, 4))}),
-        description)
+        "fn": functools.partial(models.run_program, steps, outputs=outputs),
+        "inputs": (torch.randn(4, 4), torch.randn(4, 4))}), description)
 
 
-def _random_program_cases(rng: random.Random, count: int, **kinds) -> list[Case]:
-    return [_program_case(f"hidden-{i}", models.random_program(rng, rng.randint(8, 12), **kinds),
-                          rng.randrange(10**6)) for i in range(count)]
+def _random_program_cases(rng: random.Random, draw_outputs, **kinds) -> list[Case]:
+    """Three random programs of 8-12 steps; ``draw_outputs(rng, steps)`` picks what fn returns."""
+    cases = []
+    for i in range(3):
+        steps = models.random_program(rng, rng.randint(8, 12), **kinds)
+        cases.append(_program_case(f"hidden-{i}", steps, rng.randrange(10**6), outputs=draw_outputs(rng, steps)))
+    return cases
 
 
 # --- 04.lazy_recorder --------------------------------------------------------------
 
 # The arithmetic of run_program; copies, views and meta conversions are not counted.
-COMPUTE_OPS = {"add", "mul", "mm", "relu", "sigmoid", "tanh", "neg", "abs", "sum"}
+COMPUTE_OPS = {"add", "mul", "mm", "relu", "sigmoid", "tanh", "neg", "abs", "sum", "stack", "max"}
+# Programs whose ops read keyword constants and lists of tensors, and return pairs.
+RECORDER_KINDS = dict(kinds=("unary", "scale", "matmul", "add", "sum", "axpy", "stack", "max"),
+                      weights=(5, 4, 1, 2, 1, 2, 2, 1))
 
 
 class _ComputeLog(TorchDispatchMode):
@@ -46,8 +53,9 @@ class _ComputeLog(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if (func.overloadpacket.__name__ in COMPUTE_OPS and isinstance(out, torch.Tensor)
-                and out.device.type != "meta"):
+        first = out[0] if isinstance(out, tuple) else out
+        if (func.overloadpacket.__name__ in COMPUTE_OPS and isinstance(first, torch.Tensor)
+                and first.device.type != "meta"):
             self.ops.append(str(func))
         return out
 
@@ -63,11 +71,30 @@ def _lazy_run_artifact(function, built) -> dict:
 def _compare_lazy_run(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
-    verdict = compare_outputs(expected["outputs"], got["outputs"])
+    verdict = compare_outputs(expected["outputs"], got["outputs"], label="lazy_run 返回的张量")
     if not verdict.ok:
         return verdict
     return compare_equal(expected["executed"], got["executed"],
                          "真正执行的算子与参考不一致：输出用不到的节点（死节点）不应执行，输出需要的节点一个都不能少。")
+
+
+def _recorder_designed_cases() -> list[Case]:
+    return [
+        _program_case("dead_chain_of_three", [("unary", "tanh", 0), ("unary", "abs", 1), ("scale", 2.0, 2),
+                                              ("matmul", 1), ("unary", "neg", 4)], 10),
+        _program_case("stack_of_live_values", [("unary", "relu", 0), ("matmul", 0), ("stack", 1, 2),
+                                               ("unary", "sigmoid", 0)], 11, outputs=3),
+        _program_case("alpha_of_live_values", [("matmul", 0), ("unary", "abs", 0), ("axpy", -1.5, 1, 2),
+                                               ("unary", "tanh", 1)], 12, outputs=3),
+        _program_case("max_then_add", [("unary", "neg", 0), ("max", 1), ("add", 0, 2), ("unary", "relu", 3)], 13),
+        _program_case("result_before_last", [("matmul", 0), ("scale", 0.5, 1), ("unary", "tanh", 2),
+                                             ("unary", "sigmoid", 2), ("add", 3, 4)], 14, outputs=3),
+    ]
+
+
+def _recorder_random_cases(rng: random.Random) -> list[Case]:
+    """fn returns the last value, or one of the two before it (then later steps are dead)."""
+    return _random_program_cases(rng, lambda rng, steps: rng.choice([-1, -1, -2, -3]), **RECORDER_KINDS)
 
 
 EXERCISES.append(Exercise(
@@ -78,8 +105,16 @@ EXERCISES.append(Exercise(
                       "sigmoid 和 scale 两个节点的结果没人用：是死节点"),
         _program_case("dead_matmul", [("add", 0, 0), ("matmul", 1), ("scale", 0.5, 1), ("unary", "tanh", 3),
                                       ("sum", 4)], 1, "第二个节点 matmul 的结果没人用"),
+        _program_case("stack_operands", [("unary", "tanh", 0), ("matmul", 0), ("stack", 1, 2)], 2,
+                      "torch.stack 的参数是一个张量列表：列表里的张量也是生产者"),
+        _program_case("keyword_alpha", [("unary", "relu", 0), ("axpy", 0.5, 0, 1)], 3,
+                      "torch.add(x, relu(x), alpha=0.5)：alpha 是关键字参数"),
+        _program_case("max_values", [("max", 0), ("add", 0, 1)], 4,
+                      "torch.max(x, dim=0) 一次返回 (values, indices) 两个张量"),
+        _program_case("output_not_last", [("unary", "sigmoid", 0), ("scale", 2.0, 1), ("unary", "relu", 1)], 5,
+                      "fn 返回 values[2]（scale 的结果），最后记录的 relu 是死节点", outputs=2),
     ],
-    random_cases=lambda rng: _random_program_cases(rng, 3),
+    designed_cases=_recorder_designed_cases, random_cases=_recorder_random_cases,
     produce=_lazy_run_artifact, compare=_compare_lazy_run,
     hint="在 meta 张量上运行 fn 只会得到形状；记录下每个 (func, args, kwargs, 输出)，"
          "再从 fn 的输出出发沿 args 往回走，只有走得到的节点才需要在真实张量上执行。",
@@ -101,13 +136,14 @@ def _fusion_artifact(function, built) -> dict:
                 out = built["fn"](x, w)
     except FusionError as error:
         return {"error": f"融合分组不合法：{error}"}
-    return {"outputs": out.cpu(), "launches": profile.launches, "time_us": round(profile.time_us, 6)}
+    outputs = [t.cpu() for t in out] if isinstance(out, tuple) else out.cpu()
+    return {"outputs": outputs, "launches": profile.launches, "time_us": round(profile.time_us, 6)}
 
 
 def _compare_fusion(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
-    verdict = compare_outputs(expected["outputs"], got["outputs"])
+    verdict = compare_outputs(expected["outputs"], got["outputs"], label="融合后程序的输出")
     if not verdict.ok:
         return verdict
     if got["launches"] > expected["launches"] or got["time_us"] > expected["time_us"] + 1e-6:
@@ -115,6 +151,28 @@ def _compare_fusion(expected, got) -> Verdict:
                        f"launches ≤ {expected['launches']}, time ≤ {expected['time_us']:g} us",
                        f"launches = {got['launches']}, time = {got['time_us']:g} us")
     return PASS
+
+
+def _fusion_designed_cases() -> list[Case]:
+    return [
+        _program_case("epilogue_chain", [("matmul", 0), ("unary", "sigmoid", 1), ("scale", -1.5, 2),
+                                         ("unary", "abs", 3)], 20),
+        _program_case("value_read_twice", [("unary", "abs", 0), ("unary", "neg", 1), ("add", 1, 2),
+                                           ("unary", "tanh", 3)], 21),
+        _program_case("three_leaf_tree", [("unary", "relu", 0), ("unary", "tanh", 0), ("scale", 0.5, 0),
+                                          ("add", 1, 2), ("add", 4, 3)], 22),
+        _program_case("matmul_pair_added", [("unary", "tanh", 0), ("matmul", 1), ("unary", "neg", 0),
+                                            ("matmul", 3), ("add", 2, 4), ("unary", "relu", 5)], 23),
+        _program_case("sum_between_chains", [("scale", 2.0, 0), ("sum", 1), ("unary", "sigmoid", 2),
+                                             ("scale", -1.5, 3)], 24),
+        _program_case("kept_intermediate", [("matmul", 0), ("unary", "tanh", 1), ("scale", 0.5, 2),
+                                            ("unary", "relu", 3)], 25, outputs=(2, -1)),
+    ]
+
+
+def _fusion_random_cases(rng: random.Random) -> list[Case]:
+    """fn returns the last value, or the last value and an intermediate one (a graph output)."""
+    return _random_program_cases(rng, lambda rng, steps: rng.choice([-1, (rng.randrange(2, len(steps)), -1)]))
 
 
 EXERCISES.append(Exercise(
@@ -125,8 +183,16 @@ EXERCISES.append(Exercise(
         _program_case("shared_value", [("unary", "tanh", 0), ("scale", 2.0, 1), ("unary", "relu", 2),
                                        ("matmul", 3), ("add", 1, 4)], 1,
                       "tanh 的结果在 matmul 之后还要用：它必须写回内存"),
+        _program_case("pointwise_tree", [("unary", "tanh", 0), ("scale", 2.0, 0), ("add", 1, 2)], 2,
+                      "add 的两个操作数都只被它使用：三个节点是一棵树，一个内核"),
+        _program_case("two_matmuls_meet", [("matmul", 0), ("unary", "relu", 0), ("matmul", 2), ("add", 1, 3)], 3,
+                      "add 的两个操作数各来自一个 matmul：一个内核里最多一个 matmul"),
+        _program_case("reduction_in_chain", [("unary", "relu", 0), ("sum", 1), ("unary", "tanh", 2),
+                                             ("scale", 0.5, 3)], 4, "sum 是 reduction，不能进融合组"),
+        _program_case("kept_value", [("unary", "neg", 0), ("scale", 2.0, 1), ("unary", "sigmoid", 2)], 5,
+                      "fn 返回 (values[2], values[3])：scale 的结果执行完还要用，是图的输出", outputs=(2, 3)),
     ],
-    random_cases=lambda rng: _random_program_cases(rng, 3),
+    designed_cases=_fusion_designed_cases, random_cases=_fusion_random_cases,
     produce=_fusion_artifact, compare=_compare_fusion,
     hint="一个逐点节点可以并入某个生产者的组，条件是：该生产者只有它一个使用者、不是图的输出；"
          "一组里最多一个 matmul；reduction、view 和输入节点不能进组。",
@@ -135,42 +201,125 @@ EXERCISES.append(Exercise(
 
 # --- 04.cache_key ----------------------------------------------------------------------
 
-def _schedule_case(name: str, schedule: list, description: str = "") -> Case:
-    return Case(name, lambda: {"schedule": schedule}, description)
+def _sgd_case(name: str, schedule: list, description: str = "") -> Case:
+    """SGD steps in toychip lazy mode, one ``(learning rate, batch size)`` each."""
+    return Case(name, lambda: {"run": functools.partial(models.lazy_sgd, schedule)}, description)
+
+
+def _graphs_case(name: str, runs: list, description: str = "") -> Case:
+    """One lazy graph per ``(steps, rows, dtype, outputs)`` of ``runs`` (see ``lazy_programs``)."""
+    return Case(name, lambda: {"run": functools.partial(models.lazy_programs, runs)}, description)
 
 
 def _cache_artifact(function, built) -> dict:
-    return models.lazy_sgd(built["schedule"], cache_key=function)
+    counters = built["run"](cache_key=function)
+    return {name: counters[name] for name in ("misses", "hits", "false_hits")}
 
 
 def _compare_cache(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
     if got["false_hits"]:
-        return Verdict(False, f"有 {got['false_hits']} 次缓存键相同、图却不同（错误命中）："
-                              "键里缺少区分图结构的信息（例如形状）。",
+        return Verdict(False, f"有 {got['false_hits']} 次缓存键相同、图却不同（错误命中）：键里缺少区分图结构的信息"
+                              "（算子、连接关系和操作数顺序、整数和字符串等非浮点常量、形状、dtype 或输出标记）。",
                        short(expected["false_hits"]), short(got["false_hits"]))
-    counts = (expected["misses"], expected["hits"])
-    verdict = compare_equal(counts, (got["misses"], got["hits"]),
-                            "(编译次数, 缓存命中次数) 与参考不一致：只有图的结构变化时才应重新编译，"
-                            "学习率这样的浮点常量是程序的输入，不应进入缓存键。")
-    if not verdict.ok:
-        return verdict
-    return compare_outputs(torch.tensor(expected["losses"]), torch.tensor(got["losses"]))
+    return compare_equal((expected["misses"], expected["hits"]), (got["misses"], got["hits"]),
+                         "(编译次数, 缓存命中次数) 与参考不一致：只在浮点常量上不同的图应命中缓存——"
+                         "浮点常量（包括关键字常量）是程序的输入，不应进入缓存键。")
 
 
-def _random_schedule(rng: random.Random) -> list:
-    return [(rng.choice([0.3, 0.1, 0.03, 0.01]), rng.choice([4, 8, 16])) for _ in range(5)]
+def _replace_scale(steps: list, scale: float) -> list:
+    """``steps`` with every float constant (scale and axpy alpha) set to ``scale``."""
+    return [tuple(scale if isinstance(v, float) else v for v in step) for step in steps]
+
+
+def _relu_scale_sum(scale: float, dim: int) -> list:
+    return [("unary", "relu", 0), ("scale", scale, 1), ("reduce", dim, 2)]
+
+
+def _axpy_pair(scale: float, first: int, second: int) -> list:
+    """``t + c * relu(t)`` or ``relu(t) + c * t`` with ``t = tanh(x)``: the same nodes in the
+    same order, operands swapped."""
+    return [("unary", "tanh", 0), ("unary", "relu", 1), ("axpy", scale, first, second)]
+
+
+def _wired(scale: float, operand: int) -> list:
+    """``add(add(relu(x), tanh(x)*c), values[operand])``: the last add reads relu or tanh."""
+    return [("unary", "relu", 0), ("unary", "tanh", 0), ("scale", scale, 2), ("add", 1, 3), ("add", operand, 4)]
+
+
+def _cache_designed_cases() -> list[Case]:
+    chain = [("matmul", 0), ("axpy", 0.5, 0, 1), ("unary", "tanh", 2)]
+    tree = [("unary", "abs", 0), ("scale", 2.0, 0), ("add", 1, 2), ("scale", -1.5, 3)]
+    return [
+        _sgd_case("sgd_lr_and_batch", [(0.3, 4), (0.03, 4), (0.3, 16), (0.01, 16), (0.1, 4)]),
+        _graphs_case("sum_dims_after_matmul",
+                     [([("matmul", 0), ("scale", c, 1), ("reduce", d, 2)], 4, "float32", -1)
+                      for c, d in [(0.5, 1), (2.0, 1), (0.5, 0), (-1.5, 1), (2.0, 0)]]),
+        _graphs_case("shift_by_int", [([("shift", k, 0), ("scale", c, 1)], 4, "float32", -1)
+                                      for k, c in [(1, 0.5), (2, 0.5), (1, 2.0), (-1, 2.0)]]),
+        _graphs_case("dtype_of_chain", [(_replace_scale(chain, c), 8, dtype, -1)
+                                        for c, dtype in [(0.5, "float64"), (2.0, "float64"), (0.5, "float32")]]),
+        _graphs_case("last_add_operand", [(_wired(c, operand), 4, "float32", -1)
+                                       for c, operand in [(0.5, 2), (2.0, 2), (0.5, 1), (-1.5, 1)]]),
+        _graphs_case("kept_values", [(tree, 4, "float32", outputs)
+                                     for outputs in [-1, (3, -1), -1, (2, -1), (3, -1)]]),
+        _graphs_case("rounding_after_matmul", [([("matmul", 0), ("scale", c, 1), ("div", mode, 2)], 8, "float32", -1)
+                                               for c, mode in [(0.5, "trunc"), (2.0, "trunc"), (0.5, "floor")]]),
+        _graphs_case("axpy_operands_swapped", [([("unary", "sigmoid", 0), ("unary", "neg", 1), ("add", 1, 2),
+                                                 ("axpy", c, *operands)], 4, "float32", -1)
+                                               for c, operands in [(2.0, (2, 3)), (0.5, (2, 3)), (2.0, (3, 2))]]),
+    ]
+
+
+# No matmul: toychip's built-in scheduler fuses ``y @ w + y`` into a kernel its code
+# generator cannot emit (a matmul reading a member of its own group).
+CACHE_KINDS = dict(kinds=("unary", "scale", "add", "sum", "axpy"), weights=(5, 4, 2, 1, 2))
+
+
+def _cache_random_cases(rng: random.Random) -> list[Case]:
+    """Variations of one random program: new floats (a hit), rows, dtype, a trailing sum
+    over dim 0 or 1 (the same shape on 4 rows), or a kept intermediate value."""
+    cases = []
+    for i in range(3):
+        base = models.random_program(rng, 6, **CACHE_KINDS)
+        runs = []
+        for _ in range(5):
+            tail = rng.choice([[], [("reduce", 0, 6)], [("reduce", 1, 6)]])
+            outputs = rng.choice([-1, (rng.randrange(1, 6), -1)])
+            runs.append((_replace_scale(base, rng.choice(models.SCALES)) + tail, rng.choice([4, 4, 8]),
+                         rng.choice(["float32", "float32", "float64"]), outputs))
+        cases.append(_graphs_case(f"hidden-{i}", runs))
+    return cases
 
 
 EXERCISES.append(Exercise(
     id="04.cache_key", title="追踪缓存键 (trace-cache key)", function="cache_key", points=2,
     public_cases=lambda: [
-        _schedule_case("lr_then_batch", [(0.1, 8), (0.05, 8), (0.1, 16), (0.01, 8)],
-                       "学习率变了仍命中缓存；批大小变了（形状变了）才是新图"),
-        _schedule_case("batch_then_lr", [(0.2, 4), (0.2, 16), (0.1, 4), (0.1, 16)], "两种批大小交替，学习率减半"),
+        _sgd_case("lr_then_batch", [(0.1, 8), (0.05, 8), (0.1, 16), (0.01, 8)],
+                  "SGD：学习率变了仍命中缓存；批大小变了（形状变了）才是新图"),
+        _sgd_case("batch_then_lr", [(0.2, 4), (0.2, 16), (0.1, 4), (0.1, 16)], "SGD：两种批大小交替，学习率减半"),
+        _graphs_case("sum_over_dim", [(_relu_scale_sum(c, d), 4, "float32", -1)
+                                      for c, d in [(0.5, 0), (2.0, 0), (0.5, 1), (-1.5, 0)]],
+                     "relu(x * c).sum(d)，4×4 输入：d = 0 和 d = 1 结果形状相同，却是两张图"),
+        _graphs_case("plus_int", [([("shift", k, 0), ("unary", "relu", 1)], 4, "float32", -1) for k in (1, 1, 2)],
+                     "relu(x + 1) 与 relu(x + 2)：整数常量留在图里"),
+        _graphs_case("float64_inputs", [([("unary", "tanh", 0), ("scale", c, 1)], 4, dtype, -1)
+                                        for c, dtype in [(0.5, "float32"), (2.0, "float32"), (0.5, "float64")]],
+                     "tanh(x) * c：同样的算子和形状，dtype 从 float32 变成 float64"),
+        _graphs_case("which_operand", [(_wired(c, operand), 4, "float32", -1)
+                                       for c, operand in [(0.5, 1), (2.0, 1), (0.5, 2)]],
+                     "最后一个 add 读的是 relu(x) 还是 tanh(x) * c：算子和形状都一样，连接关系不同"),
+        _graphs_case("rounding_mode", [([("unary", "tanh", 0), ("div", mode, 1)], 4, "float32", -1)
+                                       for mode in ("floor", "floor", "trunc")],
+                     "torch.div(tanh(x), 0.25, rounding_mode=...)：\"floor\" 与 \"trunc\" 是两张图"),
+        _graphs_case("operands_swapped", [(_axpy_pair(c, first, second), 4, "float32", -1)
+                                          for c, first, second in [(0.5, 1, 2), (2.0, 1, 2), (0.5, 2, 1)]],
+                     "t = tanh(x)；torch.add(t, relu(t), alpha=c) 与 torch.add(relu(t), t, alpha=c)：操作数的顺序是结构"),
+        _graphs_case("kept_intermediate", [(_relu_scale_sum(0.5, 0), 4, "float32", outputs) for outputs in (-1, (2, -1))],
+                     "第二次运行还留着 relu(x) * c：它成了图的输出"),
     ],
-    random_cases=lambda rng: [_schedule_case(f"hidden-{i}", _random_schedule(rng)) for i in range(3)],
+    designed_cases=_cache_designed_cases, random_cases=_cache_random_cases,
     produce=_cache_artifact, compare=_compare_cache,
     hint="IRNode 的 constants 里既有整数（形状、维度）也有浮点数（学习率、缩放系数）；"
          "浮点数在运行时作为程序输入传入，键里应把它们换成一个占位标记——包括 ('alpha', -0.1) 这样的关键字常量。",
@@ -311,7 +460,8 @@ def _compare_replay(expected, got) -> Verdict:
         return error
     verdict = compare_outputs(expected["outputs"], got["outputs"])
     if not verdict.ok:
-        return Verdict(False, "用新输入调用时结果不对：缓存的应是编译好的程序，而不是第一次调用的结果。",
+        return Verdict(False, "用新输入调用时结果不对：缓存的应是编译好的程序，而不是第一次调用的结果；"
+                              "每次调用都要把当次的参数换进图的对应输入。",
                        verdict.expected, verdict.got)
     return compare_equal((expected["traced_ops"], expected["compiles"]), (got["traced_ops"], got["compiles"]),
                          f"{REPLAYS} 次调用中（重新追踪的算子数, 新编译次数）应为 (0, 0)：只在后端被调用时追踪、编译一次，"
@@ -325,6 +475,11 @@ EXERCISES.append(Exercise(
                      "两次 matmul 和逐点运算"),
         _replay_case("with_dead_code", [("matmul", 0), ("unary", "sigmoid", 1), ("scale", 2.0, 2),
                                         ("unary", "relu", 1), ("add", 1, 4), ("sum", 5)], 1, "图里有死节点"),
+    ],
+    designed_cases=lambda: [
+        _replay_case("weight_first", [("unary", "abs", 0), ("matmul", 1), ("scale", -1.5, 2), ("add", 1, 3)], 30),
+        _replay_case("two_constants", [("scale", 2.0, 0), ("matmul", 1), ("unary", "sigmoid", 2), ("scale", 0.5, 3),
+                                       ("sum", 4)], 31),
     ],
     random_cases=lambda rng: [_replay_case(f"hidden-{i}", models.random_program(rng, rng.randint(6, 10)),
                                            rng.randrange(10**6)) for i in range(3)],

@@ -6,7 +6,8 @@
   need is dead code -- what a lazy recorder must not run. :class:`Program` wraps one as
   a module, for FX tracing.
 * :func:`lazy_sgd` trains a tiny regressor in toychip lazy mode over a schedule of
-  (learning rate, batch size) steps: the workload of the trace-cache exercise.
+  (learning rate, batch size) steps, and :func:`lazy_programs` runs one program per
+  step: the workloads of the trace-cache exercise.
 * :func:`init_ltc` starts PyTorch's own Lazy Tensor Core with its TorchScript backend,
   once per process (a second ``torch._lazy.ts_backend.init()`` raises).
 """
@@ -19,14 +20,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 UNARY = ("relu", "sigmoid", "tanh", "neg", "abs")
+SCALES = (0.5, 2.0, -1.5)
 
 
-def run_program(steps, x: torch.Tensor, w: torch.Tensor):
-    """Run ``steps`` on ``x`` (n×n) and ``w`` (n×n); returns the last value.
+def run_program(steps, x: torch.Tensor, w: torch.Tensor, outputs=-1):
+    """Run ``steps`` on ``x`` (n×n, or rows×n) and ``w`` (n×n); returns ``values[outputs]``
+    (by default the last value), or a tuple of values when ``outputs`` is a tuple of indices.
 
     Each step appends one value, reading earlier ones by index (``values[0]`` is ``x``):
-    ``("unary", name, i)``, ``("scale", c, i)`` (times a float), ``("matmul", i)``
-    (``values[i] @ w``), ``("add", i, j)``, ``("sum", i)`` (over rows, kept as 1×n).
+    ``("unary", name, i)``, ``("scale", c, i)`` (times a float), ``("shift", k, i)`` (plus
+    an int), ``("div", mode, i)`` (``torch.div(values[i], 0.25, rounding_mode=mode)``: a
+    keyword string), ``("matmul", i)`` (``values[i] @ w``), ``("add", i, j)``, ``("axpy", c, i, j)``
+    (``torch.add(values[i], values[j], alpha=c)``: a keyword constant), ``("stack", i, j)``
+    (the two values broadcast, stacked and summed: ``stack`` reads a list of tensors),
+    ``("sum", i)`` (over rows, kept as 1×n), ``("reduce", d, i)`` (over dim ``d``, dropped),
+    ``("max", i)`` (column maxima, 1×n, from ``torch.max``'s (values, indices) pair).
     Barrier steps (chapter 04's barrier finder) compute the same kind of value but make
     a lazy device materialise: ``("item", i)`` (scale by ``values[i].sum().item()``),
     ``("mask", i)`` (sum of the positive entries, via a boolean mask), ``("cumsum", i)``,
@@ -34,31 +42,48 @@ def run_program(steps, x: torch.Tensor, w: torch.Tensor):
     """
     values = [x]
     for step in steps:
-        kind, a = step[0], step[-1]
-        v = values[a]
-        if kind == "unary":
-            values.append(getattr(torch, step[1])(v))
-        elif kind == "scale":
-            values.append(v * step[1])
-        elif kind == "matmul":
-            values.append(v @ w)
-        elif kind == "add":
-            values.append(values[step[1]] + v)
-        elif kind == "sum":
-            values.append(v.sum(dim=0, keepdim=True))
-        elif kind == "item":
-            values.append(v * (v.sum().item() / v.numel()))
-        elif kind == "mask":
-            values.append(v[v > 0].sum().reshape(1, 1) + w)
-        elif kind == "cumsum":
-            values.append(torch.cumsum(v, dim=0))
-        elif kind == "host":
-            values.append(v.cpu().to(v.device) * 2.0)
-        elif kind == "transpose":
-            values.append(v.t())
-        else:
-            raise ValueError(f"unknown step {step!r}")
-    return values[-1]
+        values.append(_run_step(step, values, w))
+    if isinstance(outputs, int):
+        return values[outputs]
+    return tuple(values[i] for i in outputs)
+
+
+def _run_step(step, values, w):
+    """The value of one step; its last element indexes its main operand."""
+    kind, v = step[0], values[step[-1]]
+    if kind == "unary":
+        return getattr(torch, step[1])(v)
+    if kind == "scale":
+        return v * step[1]
+    if kind == "shift":
+        return v + step[1]
+    if kind == "div":
+        return torch.div(v, 0.25, rounding_mode=step[1])
+    if kind == "matmul":
+        return v @ w
+    if kind == "add":
+        return values[step[1]] + v
+    if kind == "axpy":
+        return torch.add(values[step[2]], v, alpha=step[1])
+    if kind == "stack":
+        return torch.stack(torch.broadcast_tensors(values[step[1]], v)).sum(dim=0)
+    if kind == "sum":
+        return v.sum(dim=0, keepdim=True)
+    if kind == "reduce":
+        return v.sum(dim=step[1])
+    if kind == "max":
+        return torch.max(v, dim=0, keepdim=True).values
+    if kind == "item":
+        return v * (v.sum().item() / v.numel())
+    if kind == "mask":
+        return v[v > 0].sum().reshape(1, 1) + w
+    if kind == "cumsum":
+        return torch.cumsum(v, dim=0)
+    if kind == "host":
+        return v.cpu().to(v.device) * 2.0
+    if kind == "transpose":
+        return v.t()
+    raise ValueError(f"unknown step {step!r}")
 
 
 class Program(nn.Module):
@@ -84,9 +109,11 @@ def random_program(rng: random.Random, length: int, kinds=("unary", "scale", "ma
         if kind == "unary":
             steps.append(("unary", rng.choice(UNARY), a))
         elif kind == "scale":
-            steps.append(("scale", rng.choice([0.5, 2.0, -1.5]), a))
-        elif kind == "add":
-            steps.append(("add", rng.randrange(max(0, n - 4), n), a))
+            steps.append(("scale", rng.choice(SCALES), a))
+        elif kind in ("add", "stack"):
+            steps.append((kind, rng.randrange(max(0, n - 4), n), a))
+        elif kind == "axpy":
+            steps.append(("axpy", rng.choice(SCALES), rng.randrange(max(0, n - 4), n), a))
         else:
             steps.append((kind, a))
     return steps
@@ -124,9 +151,37 @@ def lazy_sgd(schedule, cache_key=None, seed: int = 0) -> dict:
             optimizer.step()
             toychip.mark_step()
         losses.append(loss)
+    return {**_cache_counters(), "losses": [loss.item() for loss in losses]}
+
+
+def lazy_programs(runs, cache_key=None, seed: int = 0) -> dict:
+    """Run programs in toychip lazy mode, one graph (one ``mark_step``) per run.
+
+    Each run is ``(steps, rows, dtype, outputs)``: ``run_program(steps, x, w, outputs)``
+    with ``x`` rows×4 and ``w`` 4×4 of dtype ``dtype`` (a name, e.g. ``"float64"``); every
+    value in ``outputs`` is kept alive until the graph has run (a graph output). Returns
+    the trace-cache counters.
+    """
+    import toychip
+    from toychip import lazy_tensor
+
+    generator = torch.Generator().manual_seed(seed)
+    lazy_tensor.clear_cache()
+    toychip.reset_lazy_metrics()
+    for steps, rows, dtype, outputs in runs:
+        x, w = (torch.randn(shape, generator=generator, dtype=getattr(torch, dtype)).to("toychip")
+                for shape in ((rows, 4), (4, 4)))
+        with toychip.lazy(cache_key=cache_key):
+            kept = run_program(steps, x, w, outputs)  # alive at mark_step: graph outputs
+            toychip.mark_step()
+    return _cache_counters()
+
+
+def _cache_counters() -> dict:
+    import toychip
+
     metrics = toychip.lazy_metrics()
-    return {"misses": metrics.cache_misses, "hits": metrics.cache_hits,
-            "false_hits": metrics.false_hits, "losses": [loss.item() for loss in losses]}
+    return {"misses": metrics.cache_misses, "hits": metrics.cache_hits, "false_hits": metrics.false_hits}
 
 
 # --------------------------------------------------------------------------- real LTC
