@@ -272,9 +272,7 @@ def _cache_designed_cases() -> list[Case]:
     ]
 
 
-# No matmul: toychip's built-in scheduler fuses ``y @ w + y`` into a kernel its code
-# generator cannot emit (a matmul reading a member of its own group).
-CACHE_KINDS = dict(kinds=("unary", "scale", "add", "sum", "axpy"), weights=(5, 4, 2, 1, 2))
+CACHE_KINDS = dict(kinds=("unary", "scale", "matmul", "add", "sum", "axpy"), weights=(5, 4, 1, 2, 1, 2))
 
 
 def _cache_random_cases(rng: random.Random) -> list[Case]:

@@ -70,12 +70,14 @@ def _meta(node):
 
 
 def _tree_members(node: fx.Node, open_group: dict) -> list["KernelGroup"]:
-    """Open groups of ``node``'s producers whose values are used only inside the tree."""
+    """Open groups of ``node``'s producers whose values are used only inside the tree, and
+    by no matmul there (a matmul reads its operands from memory)."""
     children = {p: open_group[p] for p in node.all_input_nodes if p in open_group}
     while True:
         inside = {node} | {n for g in children.values() for n in g.nodes}
         keep = {p: g for p, g in children.items()
-                if isinstance(_meta(p), torch.Tensor) and set(p.users) <= inside}
+                if isinstance(_meta(p), torch.Tensor) and set(p.users) <= inside
+                and not any(node_kind(u) == "matmul" for u in p.users)}
         if keep.keys() == children.keys():
             return list(dict.fromkeys(keep.values()))
         children = keep
@@ -117,8 +119,9 @@ def check_group(members: list[fx.Node]) -> None:
     """Raise :class:`FusionError` unless ``members`` can run as one kernel.
 
     One kernel computes its members in order and returns only the last one (the root),
-    so: pointwise members and at most one matmul, and no intermediate value may be
-    needed outside the kernel (by another node or as a graph output).
+    so: pointwise members and at most one matmul, which reads its operands from memory
+    (none may be computed in the same kernel), and no intermediate value may be needed
+    outside the kernel (by another node or as a graph output).
     """
     kinds = [node_kind(n) if n.op == "call_function" else n.op for n in members]
     bad = [n.name for n, k in zip(members, kinds) if k not in ("pointwise", "matmul")]
@@ -127,6 +130,11 @@ def check_group(members: list[fx.Node]) -> None:
     if kinds.count("matmul") > 1:
         raise FusionError("a kernel may contain at most one matmul")
     inside = set(members)
+    for node, kind in zip(members, kinds):
+        computed = [a.name for a in node.all_input_nodes if a in inside]
+        if kind == "matmul" and computed:
+            raise FusionError(f"the matmul {node.name} reads {computed}, computed in the same group: "
+                              "a matmul reads its operands from memory")
     for node in members[:-1]:
         outside = [u.name for u in node.users if u not in inside]
         if outside:

@@ -1,8 +1,10 @@
 """Does the scheduler fuse pointwise trees and matmul epilogues, and only those?"""
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from toychip.fusion import schedule
+import toychip
+from toychip.fusion import FusionError, check_group, schedule
 
 
 def _groups(fn, *args):
@@ -35,3 +37,27 @@ def test_reductions_stay_separate():
     kinds = [label for _, label in groups]
     assert "sum" in kinds
 
+
+
+def _relu_matmul_plus_relu(x, w):
+    y = torch.relu(x)
+    return y @ w + y
+
+
+def test_a_matmul_reads_its_operands_from_memory():
+    """relu's users (the matmul and the add) all end in one tree, yet relu runs first, on its own."""
+    groups = _groups(_relu_matmul_plus_relu, torch.randn(4, 4), torch.randn(4, 4))
+    assert groups == [("single", "relu"), ("fused", "mm -> add")]
+
+
+def test_a_group_whose_matmul_reads_a_member_is_refused():
+    graph = make_fx(_relu_matmul_plus_relu)(torch.randn(4, 4), torch.randn(4, 4)).graph
+    with pytest.raises(FusionError, match="reads its operands from memory"):
+        check_group([n for n in graph.nodes if n.op == "call_function"])
+
+
+def test_lazy_mode_runs_a_matmul_whose_operand_is_also_read_after_it():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    with toychip.lazy():
+        got = _relu_matmul_plus_relu(x.to("toychip"), w.to("toychip")).cpu()
+    assert torch.allclose(got, _relu_matmul_plus_relu(x, w))
