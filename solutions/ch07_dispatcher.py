@@ -88,6 +88,7 @@ def chip_fallback(op, *args, **kwargs):
     Chip tensors go to the CPU, the op runs there; every argument marked written
     (``Tensor(a!)``: in-place ``self``, ``out=``) gets the new values back, and a result
     that aliases such an argument *is* that argument; other results move to the chip.
+    (Written tensor lists, ``Tensor(a!)[]``, are outside the exercise.)
     """
     def to_cpu(value):
         if isinstance(value, torch.Tensor) and value.device.type == "toychip":

@@ -39,65 +39,113 @@ def _coverage_delta(before: toychip.Coverage) -> tuple[list[str], list[str]]:
 
 # --- 07.gelu_native ------------------------------------------------------------------
 
-APPROXIMATIONS = ("none", "tanh")
+# One ulp of the 16-bit formats: a kernel computed in float32 another way may round to the neighbour.
+LOW_PRECISION_TOLERANCE = {torch.float16: {"atol": 1e-3, "rtol": 2e-3}, torch.bfloat16: {"atol": 1e-2, "rtol": 1.6e-2}}
+GELU_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _chip_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
+    """A chip copy of ``tensor`` seen as ``layout``: contiguous, transposed, or every other column
+    from the second row on (a view with a storage offset and a stride of 2)."""
+    chip = tensor.to("toychip")
+    if layout == "transposed":
+        return chip.t()
+    if layout == "sliced":
+        return chip[1:, ::2]
+    return chip
 
 
 def _gelu_artifact(function, built) -> dict:
-    """Forward and backward of both GELU variants on the chip, with coverage and simulated time."""
-    artifact = {}
+    """One call of aten::gelu (forward) or aten::gelu_backward on the chip, the learner's kernels registered."""
+    approximate, forward = built["approximate"], built["direction"] == "forward"
+    op = "gelu.default" if forward else "gelu_backward.default"
     with toychip.kernel_scope():
         function()
-        before = toychip.coverage()
+        x = _chip_layout(built["x"], built["layout"])
+        grad = None if forward else _chip_layout(built["grad"], built["layout"])
+        inputs = [x] if forward else [grad, x]
+        before_values, before = [t.cpu() for t in inputs], toychip.coverage()
         with toychip.profile() as p:
-            for approximate in APPROXIMATIONS:
-                x = built["x"].to("toychip").requires_grad_()
-                y = F.gelu(x, approximate=approximate)
-                (grad,) = torch.autograd.grad(y, x, torch.ones_like(y))
-                artifact[f"output_{approximate}"], artifact[f"grad_{approximate}"] = y.detach().cpu(), grad.cpu()
-        artifact["native"], artifact["fallback"] = _coverage_delta(before)
-    artifact["time_us"] = round(p.time_us, 6)
-    return artifact
+            if forward:
+                result = F.gelu(x, approximate=approximate)
+            else:
+                result = torch.ops.aten.gelu_backward(grad, x, approximate=approximate)
+        native, fallback = _coverage_delta(before)
+        unchanged = all(torch.equal(t.cpu(), v) for t, v in zip(inputs, before_values))
+    return {"op": op, "what": f"approximate='{approximate}' 的 {op.split('.')[0]}", "output": result.cpu(),
+            "native": native, "fallback": fallback, "inputs_unchanged": unchanged, "time_us": round(p.time_us, 6)}
 
 
 def _compare_gelu(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
-    missing = [op for op in ("gelu.default", "gelu_backward.default") if op not in got["native"]]
-    if missing:
-        return Verdict(False, f"这些算子没有在芯片上原生运行（还在走 CPU 回退）：{', '.join(missing)}。",
-                       "gelu.default, gelu_backward.default", short(got["native"]))
+    op = expected["op"]
+    if op not in got["native"]:
+        return Verdict(False, f"{op} 没有在芯片上原生运行（还在走 CPU 回退）。", op, short(got["native"]))
     if got["fallback"]:
-        return Verdict(False, f"前向+反向过程中仍有算子回退到 CPU：{', '.join(got['fallback'])}。")
-    for approximate in APPROXIMATIONS:
-        for what, label in (("output", "前向输出"), ("grad", "梯度")):
-            verdict = compare_outputs(expected[f"{what}_{approximate}"], got[f"{what}_{approximate}"],
-                                      label=f"approximate='{approximate}' 的{label}")
-            if not verdict.ok:
-                return verdict
-    return PASS
+        return Verdict(False, f"调用 {op} 时仍有算子回退到 CPU：{', '.join(got['fallback'])}。")
+    if not got["inputs_unchanged"]:
+        return Verdict(False, f"{op} 改写了它的输入张量：NumPy 函数拿到的数组就是芯片上的内存，"
+                              "gelu / gelu_backward 不是原地算子，只能读它们、把结果放进新数组返回。")
+    tolerance = LOW_PRECISION_TOLERANCE.get(expected["output"].dtype, {})
+    return compare_outputs(expected["output"], got["output"], label=f"{expected['what']} 的输出", **tolerance)
 
 
-def _gelu_case(name: str, seed: int, shape, scale: float, description: str = "") -> Case:
-    return Case(name, seeded_build(seed, lambda: {"x": torch.randn(*shape) * scale}), description)
+def _gelu_case(name: str, seed: int, approximate: str, direction: str, *, shape=(4, 8), scale: float = 3.0,
+               dtype=torch.float32, layout: str = "contiguous", description: str = "") -> Case:
+    def make():
+        x, grad = torch.randn(*shape) * scale, torch.randn(*shape)
+        return {"x": x.to(dtype), "grad": grad.to(dtype), "approximate": approximate, "direction": direction,
+                "layout": layout}
+    return Case(name, seeded_build(seed, make), description)
+
+
+GELU_CALLS = {"forward": "F.gelu(x, approximate='{approximate}')",
+              "backward": "aten::gelu_backward(grad_output, x, approximate='{approximate}')，grad_output 随机"}
+
+
+def _gelu_cases_for_both_modes(prefix: str, seed: int, describe: str = "", **options) -> list[Case]:
+    """Forward and backward, for approximate='none' and 'tanh', on the same input."""
+    return [_gelu_case(f"{prefix}{approximate}-{direction}", seed, approximate, direction,
+                       description=describe and describe + GELU_CALLS[direction].format(approximate=approximate),
+                       **options)
+            for approximate in ("none", "tanh") for direction in ("forward", "backward")]
+
+
+def _gelu_designed_cases() -> list[Case]:
+    """Wide inputs in both modes; non-contiguous views; every dtype the chip stores."""
+    cases = _gelu_cases_for_both_modes("wide-", 10, scale=6.0)
+    for layout, approximate, direction in [("transposed", "none", "forward"), ("transposed", "tanh", "backward"),
+                                           ("sliced", "tanh", "forward"), ("sliced", "none", "backward")]:
+        cases.append(_gelu_case(f"{layout}-{approximate}-{direction}", 11, approximate, direction, shape=(5, 6),
+                                layout=layout))
+    for dtype in GELU_DTYPES[1:]:
+        for approximate, direction in [("none", "forward"), ("tanh", "backward")]:
+            name = f"{str(dtype).removeprefix('torch.')}-{approximate}-{direction}"
+            cases.append(_gelu_case(name, 12, approximate, direction, dtype=dtype))
+    return cases
+
+
+def _gelu_random_case(rng: random.Random, index: int) -> Case:
+    return _gelu_case(f"random-{index}", rng.randrange(10**6), rng.choice(["none", "tanh"]),
+                      rng.choice(["forward", "backward"]), shape=(rng.randint(2, 6), rng.randint(2, 9)),
+                      scale=rng.choice([1.0, 3.0, 5.0]), dtype=rng.choice(GELU_DTYPES),
+                      layout=rng.choice(["contiguous", "transposed", "sliced"]))
 
 
 EXERCISES.append(Exercise(
     id="07.gelu_native", title="给玩具芯片加上原生 GELU（前向 + 反向）", function="register_gelu_kernels",
     points=3,
-    public_cases=lambda: [
-        _gelu_case("4x8", 0, (4, 8), 2.0, "approximate='none' 和 'tanh' 的前向与反向"),
-        _gelu_case("wide-range", 1, (3, 5), 5.0, "取值范围更大的输入（|x| 到 10 以上）"),
-    ],
-    random_cases=lambda rng: [
-        _gelu_case(f"hidden-{i}", rng.randrange(10**6), (rng.randint(1, 6), rng.randint(2, 9)), rng.choice([1.0, 3.0]))
-        for i in range(3)
-    ],
+    public_cases=lambda: _gelu_cases_for_both_modes("", 0, "4×8 的 float32 芯片张量 x = 3·randn：调用 "),
+    designed_cases=_gelu_designed_cases,
+    random_cases=lambda rng: [_gelu_random_case(rng, i) for i in range(4)],
     produce=_gelu_artifact, compare=_compare_gelu,
     performance=PerformanceGoal(lambda facts: facts["time_us"], 1.0,
-                                "模拟时间不应超过参考实现（每次前向、反向各一次内核启动，没有主机↔设备拷贝）"),
-    hint="用 toychip.register_kernel 注册两个 NumPy 函数：aten::gelu(a, approximate) 和 "
-         "aten::gelu_backward(grad, a, approximate)；两种 approximate 都要支持，erf 用 "
-         "toychip.kernels.KERNELS['erf'].fn；保持 float32 计算。",
+                                "模拟时间不应超过参考实现（每次调用一次内核启动、没有主机↔设备拷贝，"
+                                "内核返回与输入同 dtype 的数组）"),
+    hint="用 toychip.register_kernel 注册两个 NumPy 函数：aten::gelu(a, approximate='none') 和 "
+         "aten::gelu_backward(grad, a, approximate='none')（取默认值时调度器不传 approximate）；两种 approximate "
+         "都要支持，erf 用 toychip.kernels.KERNELS['erf'].fn；保持输入的 dtype 计算（float32 进、float32 出）。",
 ))
 
 
@@ -210,6 +258,17 @@ PROBE_SCENARIOS = [("cpu", "plain"), ("chip", "plain"), ("cpu", "autocast_cpu"),
                    ("chip", "autocast_cpu"), ("cpu", "exclude_autograd_cpu")]
 
 
+def _probe_output_problem(x: torch.Tensor, out) -> str | None:
+    """What is wrong with the probe's result: it must be a new tensor holding x's values."""
+    if not isinstance(out, torch.Tensor):
+        return f"探针返回了 {type(out).__name__}，应返回张量"
+    if out is x:
+        return "探针返回了输入 x 本身（模式 probe(Tensor x) -> Tensor 承诺返回一个新张量）"
+    if not torch.equal(out.cpu(), x.cpu()):
+        return "探针返回的张量与 x 的值不同"
+    return None
+
+
 def _probe_artifact(function, built) -> dict:
     namespace = _fresh_namespace("ch07probe")
     lib = torch.library.Library(namespace, "DEF")
@@ -222,10 +281,12 @@ def _probe_artifact(function, built) -> dict:
             (x,) = _make_tensors(spec)
             log.clear()
             with _enter_mode(mode):
-                probe(x)
+                out = probe(x)
             keys, error = _key_names(list(log), "探针记录的 log")
             if error:
                 return error
+            if (problem := _probe_output_problem(x, out)) is not None:
+                return {"error": f"张量 {spec}、模式 {mode} 下{problem}。"}
             result[f"{spec}|{mode}"] = keys
         return result
     finally:
@@ -236,21 +297,37 @@ def _probe_case(name: str, keys, scenarios, description: str = "") -> Case:
     return Case(name, lambda: {"keys": list(keys), "scenarios": [list(s) for s in scenarios]}, description)
 
 
-def _hidden_probe_case(rng: random.Random, index: int) -> Case:
+def _probe_designed_cases() -> list[Case]:
+    """Only the autocast keys, then only the autograd keys, each under the modes that reach them."""
+    return [
+        _probe_case("autocast-keys", ["AutocastCPU", "AutocastPrivateUse1", "ADInplaceOrView", "CPU", "PrivateUse1"],
+                    [("cpu", "autocast_cpu"), ("chip", "autocast_chip"), ("chip", "autocast_cpu"),
+                     ("inference_cpu", "plain")]),
+        _probe_case("autograd-keys", ["AutogradCPU", "AutogradPrivateUse1", "ADInplaceOrView", "CPU", "PrivateUse1"],
+                    [("cpu_requires_grad", "no_grad"), ("cpu", "exclude_autograd_cpu"), ("cpu", "inference_mode"),
+                     ("chip", "plain")]),
+    ]
+
+
+def _random_probe_case(rng: random.Random, index: int) -> Case:
     optional = [k for k in PROBE_KEYS if k not in ("CPU", "PrivateUse1")]
     keys = sorted(rng.sample(optional, rng.randint(1, len(optional))), key=PROBE_KEYS.index) + ["CPU", "PrivateUse1"]
-    return _probe_case(f"hidden-{index}", keys, rng.sample(PROBE_SCENARIOS, 4))
+    return _probe_case(f"random-{index}", keys, rng.sample(PROBE_SCENARIOS, 4))
 
 
 EXERCISES.append(Exercise(
     id="07.probe_path", title="探针算子：亲眼看到调度路径 (with_keyset + redispatch)", function="install_probe",
     points=3,
     public_cases=lambda: [
-        _probe_case("all-keys", PROBE_KEYS, PROBE_SCENARIOS[:5], "在 7 个键上都注册了探针：CPU、芯片、autocast、inference_mode"),
+        _probe_case("all-keys-cpu", PROBE_KEYS, [("cpu", "plain"), ("cpu", "autocast_cpu"), ("cpu", "inference_mode")],
+                    "在 7 个键上都注册了探针：CPU 张量，默认、autocast(cpu)、inference_mode"),
+        _probe_case("all-keys-chip", PROBE_KEYS, [("chip", "plain"), ("chip", "autocast_chip")],
+                    "在 7 个键上都注册了探针：芯片张量，默认与 autocast(toychip)"),
         _probe_case("some-keys", ["AutogradCPU", "AutogradPrivateUse1", "CPU", "PrivateUse1"], PROBE_SCENARIOS[5:],
                     "只在部分键上注册：没有内核的键被跳过"),
     ],
-    random_cases=lambda rng: [_hidden_probe_case(rng, i) for i in range(3)],
+    designed_cases=_probe_designed_cases,
+    random_cases=lambda rng: [_random_probe_case(rng, i) for i in range(3)],
     produce=_probe_artifact, compare=lambda e, g: _compare_scenarios(e, g, "探针记录的路径"),
     hint="lib.define('probe(Tensor x) -> Tensor')；每个键用 lib.impl('probe', kernel, key, with_keyset=True)，"
          "内核先 log.append(key)，再 op.redispatch(keyset & torch._C._dispatch_keyset_full_after(DispatchKey.<key>), x)；"
@@ -263,7 +340,7 @@ EXERCISES.append(Exercise(
 def _program_functional_and_inplace(x):
     row = x[1]
     total = torch.cumsum(x, 1)       # no chip kernel: the composite calls cumsum.out(..., out=fresh)
-    x.tril_()                        # in place: self is written
+    x.tril_()                        # in place: tril.out(x, out=x) writes self
     return {"cumsum": total, "flip": torch.flip(x, [0]), "x": x, "view_of_x": row}
 
 
@@ -279,19 +356,38 @@ def _program_out_arguments(x):
 def _program_multi(x):
     values, indices = torch.sort(x, 0, descending=True)
     top, where = torch.max(x, 1)
-    return {"sorted": values, "order": indices, "max": top, "argmax": where}
+    running, at = torch.cummax(x, 1)  # _cummax_helper(self, Tensor(a!) values, Tensor(b!) indices, dim) -> ()
+    return {"sorted": values, "order": indices, "max": top, "argmax": where, "cummax": running, "cummax_at": at}
 
 
 def _program_lists(x):
     return {"cat": torch.cat([x, x * 2], 1), "stacked": torch.stack([x, -x])}
 
 
+def _program_boxed_calls(x):
+    """Mutating ops called through ``torch.ops`` on inference tensors.
+
+    Called from C++ (``torch.cumsum(..., out=out)``: the unboxed wrapper of a boxed kernel),
+    or through the Autograd and ADInplaceOrView kernels that an ordinary tensor's calls pass,
+    an op that writes an argument returns that argument whatever the fallback returned. An
+    inference tensor has neither key, and a ``torch.ops`` call is boxed: here the caller gets
+    exactly what the fallback returns.
+    """
+    with torch.inference_mode():
+        x = x.clone()
+        out = torch.empty(0, device=x.device)
+        returned_out = torch.ops.aten.cumsum.out(x, 0, out=out)
+        y = x.clone()
+        returned_y = torch.ops.aten.masked_fill_.Scalar(y, y < 0, 0.0)
+        values, indices = torch.empty(0, device=x.device), torch.empty(0, dtype=torch.int64, device=x.device)
+        returned_pair = torch.ops.aten.sort.values_stable(x, stable=True, dim=1, values=values, indices=indices)
+    return {"out": out, "y": y, "values": values, "indices": indices,
+            "cumsum.out → out": returned_out is out, "masked_fill_ → self": returned_y is y,
+            "sort.values_stable → (values, indices)": returned_pair[0] is values and returned_pair[1] is indices}
+
+
 PROGRAMS = {"functional_and_inplace": _program_functional_and_inplace, "out_arguments": _program_out_arguments,
-            "multi": _program_multi, "lists": _program_lists}
-
-
-def _plain(value):
-    return value.cpu() if isinstance(value, torch.Tensor) else value
+            "multi": _program_multi, "lists": _program_lists, "boxed_calls": _program_boxed_calls}
 
 
 def _fallback_artifact(function, built) -> dict:
@@ -303,8 +399,11 @@ def _fallback_artifact(function, built) -> dict:
 
     with toychip.use_fallback(counted):
         results = PROGRAMS[built["program"]](built["x"].to("toychip"))
-        results = {name: _plain(value) for name, value in results.items()}
-    return {"results": results, "fallback_ops": sorted(set(calls))}
+    tensors = {name: value for name, value in results.items() if isinstance(value, torch.Tensor)}
+    return {"tensors": {name: value.cpu() for name, value in tensors.items()},
+            "devices": {name: value.device.type for name, value in tensors.items()},
+            "aliases": {name: value for name, value in results.items() if isinstance(value, bool)},
+            "fallback_ops": sorted(set(calls))}
 
 
 def _compare_fallback(expected, got) -> Verdict:
@@ -312,12 +411,20 @@ def _compare_fallback(expected, got) -> Verdict:
         return error
     if not got["fallback_ops"]:
         return Verdict(False, "你的回退函数一次也没有被调用。")
-    for name, want in expected["results"].items():
-        verdict = compare_outputs(want, got["results"].get(name),
+    for name, device in got["devices"].items():
+        if device != "toychip":
+            return Verdict(False, f"结果 {name} 在 {device} 上：回退函数要把结果拷回芯片。", "toychip", device)
+    for name, want in expected["tensors"].items():
+        verdict = compare_outputs(want, got["tensors"].get(name),
                                   label=f"结果 {name} 不对（是否把被写入的参数 Tensor(a!)，包括 kwarg-only 的 out=，"
-                                        f"写回了芯片？）：它")
+                                        f"原地写回了芯片上的那个张量？）：它")
         if not verdict.ok:
             return verdict
+    for claim in expected["aliases"]:
+        if not got["aliases"].get(claim):
+            return Verdict(False, f"通过 torch.ops 直接调用时，调用者拿到的正是回退函数的返回值：{claim} "
+                                  "应当返回被写入的那个参数本身（模式里与它同别名的 Tensor(a!) 返回值），"
+                                  "你的回退函数返回了另一个张量。")
     return PASS
 
 
@@ -330,13 +437,21 @@ EXERCISES.append(Exercise(
     points=3,
     public_cases=lambda: [
         _fallback_case("functional+inplace", "functional_and_inplace", 0,
-                       description="cumsum 在芯片上没有内核（走 cumsum.out）；tril_ 原地修改，视图也要看到新值"),
+                       description="cumsum 在芯片上没有内核（走 cumsum.out）；tril_ 原地修改，视图也要看到新值；"
+                                   "flip（函数式）的结果"),
         _fallback_case("out-arguments", "out_arguments", 1,
                        description="用户传入 out=（需要 resize）、sort 的两个 out、原地 cumsum_"),
+        _fallback_case("multi", "multi", 3,
+                       description="多返回值：sort、max(dim) 与 cummax（其 _cummax_helper 没有返回值，写入两个位置参数）"),
+        _fallback_case("boxed-calls", "boxed_calls", 2,
+                       description="inference_mode 下用 torch.ops.aten 直接调用 cumsum.out、masked_fill_、"
+                                   "sort.values_stable，检查返回的就是被写入的参数本身"),
     ],
+    designed_cases=lambda: [_fallback_case(f"designed-{program}", program, 100 + i, (4, 5))
+                            for i, program in enumerate(PROGRAMS)],
     random_cases=lambda rng: [
-        _fallback_case(f"hidden-{program}", program, rng.randrange(10**6), (rng.randint(2, 5), rng.randint(2, 6)))
-        for program in ["multi", "lists", rng.choice(["functional_and_inplace", "out_arguments"])]
+        _fallback_case(f"random-{program}", program, rng.randrange(10**6), (rng.randint(2, 5), rng.randint(2, 6)))
+        for program in rng.sample(sorted(PROGRAMS), 3)
     ],
     produce=_fallback_artifact, compare=_compare_fallback,
     hint="op._schema.arguments[i].alias_info.is_write 标出被写入的参数（原地算子的 self、out=，"
@@ -350,85 +465,159 @@ EXERCISES.append(Exercise(
 CHIP_OPCHECK_TESTS = ("test_schema", "test_faketensor")  # test_autograd_registration: CPU/CUDA/XPU only
 
 
-def _error_text(op, error: Exception) -> str:
+def _error_text(namespace: str, error: Exception) -> str:
     """The error, with the case's throw-away namespace shown as ``ns`` (it differs every run)."""
-    return f"{type(error).__name__}: {str(error).replace(op.namespace, 'ns')[:300]}"
+    return f"{type(error).__name__}: {str(error).replace(namespace, 'ns')[:300]}"
 
 
-def _opcheck(op, args, tests=None) -> dict:
+def _operator_name(handle) -> str | None:
+    """The qualified name of an operator handle: custom_op's result, a torch.ops packet or overload."""
+    for attribute in ("_qualname", "_qualified_op_name"):
+        if isinstance(name := getattr(handle, attribute, None), str):
+            return name
+    return handle.name() if isinstance(handle, torch._ops.OpOverload) else None
+
+
+def _opcheck_facts(op, args, tests=None) -> dict:
     kwargs = {} if tests is None else {"test_utils": tests}
     try:
-        return {test: str(outcome) for test, outcome in torch.library.opcheck(op, args, **kwargs).items()}
+        outcomes = torch.library.opcheck(op, args, **kwargs)
     except Exception as error:  # opcheck raises on the first failing test
-        return {"failed": _error_text(op, error)}
+        return {"opcheck": {"failed": _error_text(op.namespace, error)}}
+    return {"opcheck": {test: str(outcome) for test, outcome in outcomes.items()}}
 
 
-def _compiled_output(op, x, bias):
+def _forward_facts(op, x, bias, grad) -> dict:
+    return {"output": op(x, bias)}
+
+
+def _grad_facts(op, x, bias, grad) -> dict:
+    x, bias = x.requires_grad_(), bias.requires_grad_()
+    try:
+        grad_x, grad_bias = torch.autograd.grad(op(x, bias), (x, bias), grad)
+    except RuntimeError as error:  # autograd rejects a gradient of the wrong shape
+        return {"error": f"反向传播出错：{_error_text(op.namespace, error)}"}
+    return {"grad_x": grad_x, "grad_bias": grad_bias}
+
+
+def _chip_facts(op, x, bias, grad) -> dict:
+    chip_x, chip_bias = x.to("toychip"), bias.to("toychip")
+    before = toychip.coverage()
+    with toychip.profile() as p:
+        chip_output = op(chip_x, chip_bias)
+    _, fallback = _coverage_delta(before)
+    return {"chip_output": chip_output.cpu(), "chip_launches": p.launches, "chip_copies": p.copies,
+            "chip_fallback": fallback}
+
+
+def _compile_facts(op, x, bias, grad) -> dict:
     compiled = torch.compile(lambda a, b: op(a, b) * 2, fullgraph=True, backend="aot_eager")
     try:
-        return compiled(x, bias).detach()
+        return {"compiled": compiled(x.requires_grad_(), bias.requires_grad_()).detach()}
     except Exception as error:
-        return _error_text(op, error)
+        return {"compiled": _error_text(op.namespace, error)}
     finally:
         torch._dynamo.reset()
 
 
+BIAS_GELU_CHECKS = {
+    "forward": _forward_facts,
+    "grads": _grad_facts,
+    "opcheck_cpu": lambda op, x, bias, grad: _opcheck_facts(op, (x.requires_grad_(), bias.requires_grad_())),
+    "opcheck_chip": lambda op, x, bias, grad: _opcheck_facts(op, (x.to("toychip"), bias.to("toychip")),
+                                                             CHIP_OPCHECK_TESTS),
+    "chip": _chip_facts,
+    "compile": _compile_facts,
+}
+
+
 def _bias_gelu_artifact(function, built) -> dict:
+    """Define the op in a fresh namespace, then run the one check the case names."""
     namespace = _fresh_namespace("ch07op")
-    function(namespace)
+    handle = function(namespace)
+    if _operator_name(handle) != f"{namespace}::bias_gelu":
+        return {"error": "define_bias_gelu 应返回定义好的算子（@custom_op 得到的对象），"
+                         f"实际返回了 {short(handle)}。"}
     op = getattr(torch.ops, namespace).bias_gelu.default
-    x, bias = built["x"].requires_grad_(), built["bias"].requires_grad_()
-    y = op(x, bias)
-    grad_x, grad_bias = torch.autograd.grad(y, (x, bias), torch.ones_like(y))
-    chip_x = built["x"].detach().to("toychip").requires_grad_()
-    chip_bias = built["bias"].detach().to("toychip").requires_grad_()
-    before = toychip.coverage()
-    with toychip.profile() as p:
-        chip_y = op(chip_x, chip_bias)
-    _, fallback = _coverage_delta(before)
-    return {
-        "opcheck_cpu": _opcheck(op, (x, bias)),
-        "opcheck_chip": _opcheck(op, (chip_x, chip_bias), CHIP_OPCHECK_TESTS),
-        "output": y.detach(), "grad_x": grad_x, "grad_bias": grad_bias,
-        "chip_output": chip_y.detach().cpu(), "chip_launches": p.launches, "chip_copies": p.copies,
-        "chip_fallback": fallback, "compiled": _compiled_output(op, x, bias),
-    }
+    return BIAS_GELU_CHECKS[built["check"]](op, built["x"], built["bias"], built["grad"])
 
 
-def _compare_bias_gelu(expected, got) -> Verdict:
-    if (error := artifact_error(got)) is not None:
-        return error
-    for where in ("opcheck_cpu", "opcheck_chip"):
-        failed = {test: outcome for test, outcome in got[where].items() if outcome != "SUCCESS"}
-        if failed:
-            return Verdict(False, f"torch.library.opcheck（{'CPU' if where == 'opcheck_cpu' else '芯片'}输入）没有通过："
-                                  f"{short(failed)}")
-    checks = [("output", "CPU 前向输出"), ("grad_x", "x 的梯度"), ("grad_bias", "bias 的梯度"), ("chip_output", "芯片上的输出")]
-    for name, label in checks:
-        verdict = compare_outputs(expected[name], got[name], label=label)
-        if not verdict.ok:
-            return verdict
+def _compare_opcheck(expected, got) -> Verdict:
+    failed = {test: outcome for test, outcome in got["opcheck"].items() if outcome != "SUCCESS"}
+    if failed:
+        return Verdict(False, f"torch.library.opcheck 没有通过：{short(failed)}")
+    return PASS
+
+
+def _compare_chip(expected, got) -> Verdict:
     if got["chip_fallback"] or got["chip_copies"]:
-        return Verdict(False, "芯片上调用时有算子回退到 CPU：请用 register_kernel('toychip') 注册芯片内核。",
-                       "没有回退", short(got["chip_fallback"]))
+        return Verdict(False, "芯片上调用时有算子回退到 CPU（或有主机↔设备拷贝）：请用 register_kernel('toychip') "
+                              "注册一个 NumPy 芯片内核。", "没有回退", short(got["chip_fallback"]))
+    return compare_outputs(expected["chip_output"], got["chip_output"], label="芯片上的输出")
+
+
+def _compare_compiled(expected, got) -> Verdict:
     if isinstance(got["compiled"], str):
         return Verdict(False, f"torch.compile(fullgraph=True) 失败：{got['compiled']}")
     return compare_outputs(expected["compiled"], got["compiled"], label="torch.compile(fullgraph=True) 编译后的输出")
 
 
-def _bias_gelu_case(name: str, seed: int, shape, description: str = "") -> Case:
-    return Case(name, seeded_build(seed, lambda: {"x": torch.randn(*shape), "bias": torch.randn(shape[-1])}),
-                description)
+def _compare_bias_gelu(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if "opcheck" in expected:
+        return _compare_opcheck(expected, got)
+    if "chip_output" in expected:
+        return _compare_chip(expected, got)
+    if "compiled" in expected:
+        return _compare_compiled(expected, got)
+    labels = {"output": "CPU 上的前向输出", "grad_x": "x 的梯度", "grad_bias": "bias 的梯度"}
+    for name in expected:
+        verdict = compare_outputs(expected[name], got[name], label=labels[name])
+        if not verdict.ok:
+            return verdict
+    return PASS
+
+
+def _bias_gelu_case(check: str, seed: int, shape, dtype=torch.float32, description: str = "") -> Case:
+    def make():
+        x, bias, grad = torch.randn(*shape) * 2, torch.randn(shape[-1]), torch.randn(*shape)
+        return {"check": check, "x": x.to(dtype), "bias": bias.to(dtype), "grad": grad.to(dtype)}
+    name = f"{check}-{'x'.join(map(str, shape))}"
+    if dtype != torch.float32:
+        name += "-" + str(dtype).removeprefix("torch.")
+    return Case(name, seeded_build(seed, make), description)
+
+
+def _random_bias_gelu_case(rng: random.Random, check: str) -> Case:
+    shape = tuple(rng.randint(2, 5) for _ in range(rng.randint(1, 4)))
+    case = _bias_gelu_case(check, rng.randrange(10**6), shape)
+    return Case(f"random-{case.name}", case.build)
 
 
 EXERCISES.append(Exercise(
     id="07.bias_gelu", title="自定义算子 bias_gelu：opcheck + 芯片内核 + fullgraph 编译", function="define_bias_gelu",
     points=3,
-    public_cases=lambda: [_bias_gelu_case("3d", 0, (2, 3, 4), "x 为 2×3×4，bias 为 4：opcheck、梯度、芯片、编译")],
-    random_cases=lambda rng: [_bias_gelu_case(
-        "hidden", rng.randrange(10**6), tuple(rng.randint(2, 5) for _ in range(rng.randint(2, 4))))],
+    public_cases=lambda: [
+        _bias_gelu_case("forward", 0, (2, 3, 4), description="x 为 2×3×4，bias 为 4：CPU 上的输出"),
+        _bias_gelu_case("grads", 0, (2, 3, 4), description="同一输入，随机的 grad_output：x 与 bias 的梯度"),
+        _bias_gelu_case("grads", 0, (6,), description="一维的 x（形状 6，与 bias 相同）：x 与 bias 的梯度"),
+        _bias_gelu_case("opcheck_cpu", 0, (2, 3, 4), description="CPU 输入上 opcheck 的四项检查"),
+        _bias_gelu_case("opcheck_chip", 0, (2, 3, 4), description="芯片输入上 opcheck 的 test_schema 与 test_faketensor"),
+        _bias_gelu_case("chip", 0, (2, 3, 4), description="芯片上的输出、没有回退、内核启动次数"),
+        _bias_gelu_case("compile", 0, (2, 3, 4), description="torch.compile(fullgraph=True, backend='aot_eager') 的输出"),
+    ],
+    designed_cases=lambda: [
+        _bias_gelu_case("forward", 1, (5, 2, 3, 6)),
+        _bias_gelu_case("grads", 1, (5, 2, 3, 6)),
+        _bias_gelu_case("grads", 2, (7,)),
+        _bias_gelu_case("opcheck_cpu", 3, (3, 5), torch.float64),
+        _bias_gelu_case("opcheck_chip", 4, (4, 1, 3)),
+        _bias_gelu_case("chip", 5, (3, 2, 5)),
+    ],
+    random_cases=lambda rng: [_random_bias_gelu_case(rng, check) for check in ("forward", "grads", "chip")],
     produce=_bias_gelu_artifact, compare=_compare_bias_gelu,
-    performance=PerformanceGoal(lambda facts: facts["chip_launches"], 1.0,
+    performance=PerformanceGoal(lambda facts: facts.get("chip_launches", 0), 1.0,
                                 "芯片上一次 bias_gelu 的内核启动次数不应多于参考实现（一个融合内核）"),
     hint="@custom_op(f'{namespace}::bias_gelu', mutates_args=())；register_fake 返回 torch.empty_like(x)；"
          "register_autograd 的 backward 要返回 (grad_x, grad_bias)，grad_bias 要用 sum_to_size(bias.shape) 归约；"
