@@ -26,7 +26,8 @@ def choose_block(free_blocks: list, size: int):
 
 
 def backend_yaml(ops: list) -> str:
-    """A backend YAML declaring ``ops`` (``aten::flip.default``) under torchgen's names (``flip``)."""
+    """A backend YAML declaring ``ops`` under torchgen's names: ``aten::flip.default`` is ``flip``,
+    ``aten::remainder.Scalar`` keeps its overload, ``remainder.Scalar``."""
     lines = ["backend: PrivateUse1", "cpp_namespace: toychip", "supported:"]
     for op in ops:
         name = op.removeprefix("aten::")

@@ -9,10 +9,15 @@ nothing here reads the wall clock.
 """
 from __future__ import annotations
 
+import builtins
+import contextlib
+import importlib
+import importlib.metadata
 import random
 import re
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +42,10 @@ def _trace_case(name: str, make, rng: random.Random, *args) -> Case:
     return Case(name, lambda: {"trace": list(trace)})
 
 
+def _cached_case(name: str, cached: list[int], requested: list[int], description: str = "") -> Case:
+    return Case(name, lambda: {"trace": models.cached_then_requested(cached, requested)}, description)
+
+
 def _policy_artifact(function, built) -> dict:
     try:
         return allocator.replay(built["trace"], function)
@@ -49,9 +58,9 @@ def _compare_policy(expected, got) -> Verdict:
         return error
     limit = 1.05 * expected["peak_reserved"]
     if got["peak_reserved"] > limit:
-        return Verdict(False, f"峰值保留显存 (peak reserved) 太高：参考策略 {expected['peak_reserved']} 字节，"
-                              "你的策略比它多 5% 以上。常见原因：为小请求切分了大块（首次适配），"
-                              "或者只复用同一尺寸级别的块。", f"≤ {limit:g}", short(got["peak_reserved"]))
+        return Verdict(False, "峰值保留显存 (peak reserved) 比参考策略高 5% 以上：你的策略让分配器向设备多申请了块。"
+                              "想一想：有没有够用的缓存块被跳过（比如大小正好相等的块、需要切分的大块），"
+                              "或者一个后面还要整块使用的大块被切给了小请求。", f"≤ {limit:g}", short(got["peak_reserved"]))
     if got["fragmentation"] > expected["fragmentation"] + 0.05:
         return Verdict(False, "峰值时刻的碎片率（保留了但没有张量使用的比例）比参考高出 0.05 以上。",
                        f"≤ {expected['fragmentation'] + 0.05:.3f}", f"{got['fragmentation']:.3f}")
@@ -62,9 +71,20 @@ EXERCISES.append(Exercise(
     id="08.allocator_policy", title="缓存分配器的选块策略 (block-selection policy)", function="choose_block",
     points=2,
     public_cases=lambda: [
-        Case("split-trap", lambda: {"trace": models.SPLIT_TRAP}, "先缓存一个 16 KiB 的大块，再来一个 2 KiB 和一个 16 KiB 的请求"),
+        Case("split-trap", lambda: {"trace": models.SPLIT_TRAP},
+             "缓存里先是一个 16 KiB 的块、再是一个 2 KiB 的块；先请求 2 KiB，再请求 16 KiB"),
         Case("layers", lambda: {"trace": models.layers_trace(random.Random(0), 6, 32)},
              "一次训练步的模式：逐层的激活、来了就走的工作区、反向时的梯度"),
+        Case("mixed-sizes", lambda: {"trace": models.churn_trace(random.Random(2), 60)},
+             "大小混杂（1 KiB 到 2 MiB 以上）的短命张量和几个长命张量"),
+    ],
+    designed_cases=lambda: [
+        _cached_case("small-cached-first", [2 * KIB, 16 * KIB], [2 * KIB, 16 * KIB]),
+        _cached_case("big-cached-first", [64 * KIB, 8 * KIB], [8 * KIB, 64 * KIB]),
+        _cached_case("same-size-again", [6 * KIB], [6 * KIB, 6 * KIB]),
+        _cached_case("one-block-four-requests", [16 * KIB], [4 * KIB] * 4),
+        _cached_case("large-block-small-requests", [2 * MIB], [128 * KIB] * 8),
+        Case("training-step", lambda: {"trace": models.layers_trace(random.Random(1), 8, 16)}),
     ],
     random_cases=lambda rng: [
         _trace_case("hidden-layers", models.layers_trace, random.Random(rng.randrange(10**6)), 8, 16),
@@ -80,7 +100,8 @@ EXERCISES.append(Exercise(
 # --- 08.yaml_registration ----------------------------------------------------------------
 
 def _vendor_library() -> dict:
-    """The "vendor operator library": NumPy kernels under the YAML's op names."""
+    """The "vendor operator library": NumPy kernels under torchgen's names of the ATen
+    overloads they implement (several overloads of one op, default ones without a suffix)."""
     def flip(a, dims):
         return np.ascontiguousarray(np.flip(a, tuple(dims)))
 
@@ -90,9 +111,19 @@ def _vendor_library() -> dict:
     def cumsum(a, dim, *, dtype=None):
         return np.cumsum(a, axis=dim).astype(a.dtype)
 
-    return {"flip": flip, "roll": roll, "cumsum": cumsum,
+    def cumsum_out(a, dim, *, dtype=None, out):
+        return np.cumsum(a, axis=dim, out=out)
+
+    def max_dim(a, dim, keepdim=False):
+        return np.max(a, axis=dim, keepdims=keepdim), np.argmax(a, axis=dim, keepdims=keepdim)
+
+    return {"flip": flip, "roll": roll, "cumsum": cumsum, "cumsum.out": cumsum_out,
             "tril": lambda a, diagonal=0: np.tril(a, diagonal), "triu": lambda a, diagonal=0: np.triu(a, diagonal),
-            "sign": np.sign, "atan": np.arctan, "sinh": np.sinh, "log1p": np.log1p, "expm1": np.expm1}
+            "sign": np.sign, "atan": np.arctan, "sinh": np.sinh, "log1p": np.log1p, "expm1": np.expm1,
+            "remainder.Tensor": np.remainder, "remainder.Scalar": np.remainder, "remainder.Scalar_Tensor": np.remainder,
+            "fmod.Tensor": np.fmod, "fmod.Scalar": np.fmod,
+            "max": lambda a: np.asarray(np.max(a)), "max.dim": max_dim,
+            "atan2": np.arctan2, "atan2.out": lambda a, b, *, out: np.arctan2(a, b, out=out)}
 
 
 # What a program calls for each op (on chip and on CPU): the op names are ATen's.
@@ -100,6 +131,7 @@ CALLS = {
     "aten::flip.default": lambda t: torch.flip(t, [0]),
     "aten::roll.default": lambda t: torch.roll(t, 1, 1),
     "aten::cumsum.default": lambda t: torch.cumsum(t, 1),
+    "aten::cumsum.out": lambda t: torch.cumsum(t, 0, out=torch.empty_like(t)),
     "aten::tril.default": lambda t: t.tril(1),
     "aten::triu.default": lambda t: t.triu(-1),
     "aten::sign.default": torch.sign,
@@ -107,27 +139,47 @@ CALLS = {
     "aten::sinh.default": torch.sinh,
     "aten::log1p.default": lambda t: torch.log1p(t.abs()),
     "aten::expm1.default": torch.expm1,
+    "aten::remainder.Tensor": lambda t: torch.remainder(t, t.abs() + 0.5),
+    "aten::remainder.Scalar": lambda t: torch.remainder(t, 0.7),
+    "aten::remainder.Scalar_Tensor": lambda t: torch.remainder(2.5, t.abs() + 0.5),
+    "aten::fmod.Tensor": lambda t: torch.fmod(t, t.abs() + 0.5),
+    "aten::fmod.Scalar": lambda t: torch.fmod(t, 0.7),
+    "aten::max.default": torch.max,
+    "aten::max.dim": lambda t: list(torch.max(t, 1)),
+    "aten::atan2.default": lambda t: torch.atan2(t, t + 1),
+    "aten::atan2.out": lambda t: torch.atan2(t, 1 - t, out=torch.empty_like(t)),
 }
 
 
 def _explain(message: str, library: list[str]) -> str:
     """The registration's error in Chinese, with what to do about it."""
     if match := re.search(r"declares aten::(\S+), which ATen does not have", message):
-        return (f"YAML 声明了 aten::{match[1]}，但 ATen 里没有这个算子或重载。名字用 torchgen 的写法："
-                "去掉 aten:: 前缀，默认重载不写 .default（aten::add.Tensor → add.Tensor，aten::relu.default → relu）。")
+        return (f"YAML 里的名字 {match[1]} 在 ATen 里找不到对应的算子或重载。名字用 torchgen 的写法："
+                "去掉 aten:: 前缀，保留重载名，只有默认重载不写 .default"
+                "（aten::add.Tensor → add.Tensor，aten::relu.default → relu）。")
     if (match := re.search(r"declares aten::(\S+?), which has no kernel", message)) and match[1].endswith(".default"):
         return (f"YAML 声明了 {match[1]}：torchgen 的写法里默认重载不写 .default，应写 "
                 f"{match[1].removesuffix('.default')}（ATen 也没有叫 default 的重载名）。")
     if match := re.search(r"declares aten::(\S+?), which has no kernel", message):
-        return (f"YAML 声明了 aten::{match[1]}，但厂商算子库里没有它的内核（算子库有：{', '.join(library)}）。"
+        packet = match[1].split(".")[0]
+        siblings = [name for name in library if name.split(".")[0] == packet]
+        if siblings:
+            return (f"YAML 声明了 {match[1]}，但厂商算子库没有这个重载的内核，它有的是 {', '.join(siblings)}："
+                    "同一个算子的不同重载是不同的条目，torchgen 的名字要保留重载名。")
+        return (f"YAML 声明了 {match[1]}，但厂商算子库里没有它的内核（算子库有：{', '.join(library)}）。"
                 "只声明题目给出的算子。")
     if match := re.search(r"backend must be PrivateUse1, got (.*)", message):
         return f"backend 应是调度键 PrivateUse1，而不是 {match[1]}（设备名 toychip 是 PrivateUse1 改名后的名字）。"
     if "unknown keys" in message:
         return "YAML 里有不认识的键：只能用 backend、cpp_namespace、supported、autograd。"
     if "declared twice" in message:
-        return "有算子被声明了两次。"
+        return ("有名字被声明了两次：同一个算子的几个重载要写成不同的名字（remainder.Tensor、remainder.Scalar），"
+                "不能都写成 remainder。")
     return "YAML 不合法。"
+
+
+def _on_cpu(result):
+    return [t.cpu() for t in result] if isinstance(result, list) else result.cpu()
 
 
 def _yaml_artifact(function, built) -> dict:
@@ -145,24 +197,23 @@ def _yaml_artifact(function, built) -> dict:
             try:
                 decl = registration.register(library, kernels, path=path)
             except registration.RegistrationError as error:
-                return {"error": f"registration 拒绝了你的 YAML：{_explain(str(error), sorted(vendor))}"
+                return {"error": f"registration 拒绝了你的 YAML：{_explain(str(error), list(vendor))}"
                                  f"（原文：{error}）"}
             except (RuntimeError, ValueError, TypeError, AttributeError) as error:
                 return {"error": f"加载或注册 YAML 时出错（{type(error).__name__}: {str(error).splitlines()[0]}）："
                                  "YAML 里的算子名要用 torchgen 的写法，例如 add.Tensor、relu（默认重载不写 .default）。"}
         registered = sorted(name for name in vendor
                             if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "PrivateUse1"))
-        x = built["x"]
-        chip = x.to("toychip")
-        outputs, errors = {}, {}
+        chip = built["x"].to("toychip")
+        outputs, fallbacks = {}, []
         for op in ops:
             try:
                 with toychip.strict():
-                    outputs[op] = CALLS[op](chip).cpu()
+                    outputs[op] = _on_cpu(CALLS[op](chip))
             except toychip.FallbackError as error:
-                errors[op] = str(error)
-        return {"declared": sorted(decl.supported), "backend": decl.backend, "registered": registered,
-                "outputs": outputs, "fallbacks": errors}
+                fallbacks.append(str(error))
+        return {"declared": sorted(map(str, decl.supported)), "cpp_namespace": str(decl.cpp_namespace),
+                "registered": registered, "outputs": outputs, "fallbacks": fallbacks}
     finally:
         library._destroy()
 
@@ -170,15 +221,15 @@ def _yaml_artifact(function, built) -> dict:
 def _compare_yaml(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
-    if got["fallbacks"]:
-        op, message = next(iter(got["fallbacks"].items()))
-        return Verdict(False, f"注册之后 {op} 在芯片上仍然回退到 CPU（strict 模式报错：{message}）。"
-                              "YAML 的 supported: 里缺了它，或者名字写错了。")
+    if got["cpp_namespace"] != expected["cpp_namespace"]:
+        return Verdict(False, "cpp_namespace 应是厂商自己的 C++ 命名空间 toychip（torchgen 把生成的包装函数放在这里），"
+                              "不是算子所在的 aten。", expected["cpp_namespace"], got["cpp_namespace"])
     extra = sorted(set(got["declared"]) - set(expected["declared"]))
     if extra:
-        return Verdict(False, f"YAML 声明了这次不需要的算子：{', '.join(extra)}（只声明给出的算子）。",
+        return Verdict(False, f"YAML 声明了这次不需要的名字：{', '.join(extra)}（只声明给出的算子，每个重载一个名字）。",
                        short(expected["declared"]), short(got["declared"]))
-    verdict = compare_equal(expected["declared"], got["declared"], "声明的算子与参考不一致。")
+    verdict = compare_equal(expected["declared"], got["declared"],
+                            "YAML 少声明了给出的算子：每个给出的重载都要有一个 torchgen 名字。")
     if not verdict.ok:
         return verdict
     verdict = compare_equal(expected["registered"], got["registered"],
@@ -186,8 +237,11 @@ def _compare_yaml(expected, got) -> Verdict:
                             "与参考不一致。")
     if not verdict.ok:
         return verdict
+    if got["fallbacks"]:
+        return Verdict(False, "注册之后，给出的算子在芯片上仍然回退到 CPU（toychip.strict() 报错）。",
+                       "没有回退", got["fallbacks"][0])
     for op, want in expected["outputs"].items():
-        verdict = compare_outputs(want, got["outputs"].get(op), label=f"{op} 在芯片上的结果")
+        verdict = compare_outputs(want, got["outputs"].get(op), label="芯片上的计算结果")
         if not verdict.ok:
             return verdict
     return PASS
@@ -197,21 +251,49 @@ def _yaml_case(name: str, ops: list[str], seed: int, description: str = "") -> C
     return Case(name, seeded_build(seed, lambda: {"ops": list(ops), "x": torch.randn(4, 5)}), description)
 
 
+def _overloads_of(op: str) -> list[str]:
+    """The overloads in :data:`CALLS` of the op ``op`` ("aten::remainder.Tensor") names."""
+    packet = op.split(".")[0]
+    return [name for name in CALLS if name.split(".")[0] == packet]
+
+
+def _random_yaml_ops(rng: random.Random) -> list[str]:
+    """Several overloads of one op, among a few other ops, in random order."""
+    family = _overloads_of(rng.choice([op for op in CALLS if len(_overloads_of(op)) > 1]))
+    others = rng.sample([op for op in CALLS if op not in family], rng.randint(1, 3))
+    ops = rng.sample(family, rng.randint(2, len(family))) + others
+    rng.shuffle(ops)
+    return ops
+
+
 EXERCISES.append(Exercise(
     id="08.yaml_registration", title="用后端 YAML 注册一组算子 (backend YAML)", function="backend_yaml",
     points=2,
     public_cases=lambda: [
-        _yaml_case("flip-cumsum", ["aten::flip.default", "aten::cumsum.default"], 0, "两个默认重载的算子"),
-        _yaml_case("five-ops", ["aten::tril.default", "aten::triu.default", "aten::sign.default",
-                                "aten::roll.default", "aten::expm1.default"], 1, "五个算子"),
+        _yaml_case("flip-cumsum", ["aten::flip.default", "aten::cumsum.default"], 0, "两个默认重载"),
+        _yaml_case("remainder-overloads", ["aten::remainder.Tensor", "aten::remainder.Scalar"], 1,
+                   "同一个算子的两个非默认重载"),
+        _yaml_case("mixed-overloads", ["aten::tril.default", "aten::cumsum.default", "aten::max.dim",
+                                       "aten::cumsum.out", "aten::atan.default"], 2,
+                   "默认重载、out 重载与 max.dim 混在一起"),
+    ],
+    designed_cases=lambda: [
+        _yaml_case("max-default-and-dim", ["aten::max.default", "aten::max.dim"], 3),
+        _yaml_case("fmod-overloads-roll-expm1", ["aten::fmod.Scalar", "aten::roll.default", "aten::fmod.Tensor",
+                                                 "aten::expm1.default"], 4),
+        _yaml_case("atan2-and-out", ["aten::atan2.out", "aten::triu.default", "aten::atan2.default"], 5),
+        _yaml_case("three-remainders", ["aten::remainder.Scalar_Tensor", "aten::remainder.Scalar",
+                                        "aten::remainder.Tensor"], 6),
+        _yaml_case("defaults-only", ["aten::sign.default", "aten::sinh.default", "aten::log1p.default",
+                                     "aten::tril.default"], 7),
     ],
     random_cases=lambda rng: [
-        _yaml_case(f"hidden-{i}", sorted(rng.sample(sorted(CALLS), rng.randint(2, 6))), rng.randrange(10**6))
-        for i in range(3)
+        _yaml_case(f"hidden-{i}", _random_yaml_ops(rng), rng.randrange(10**6)) for i in range(3)
     ],
     produce=_yaml_artifact, compare=_compare_yaml,
     hint="YAML 三个键：backend: PrivateUse1、cpp_namespace: toychip、supported: 列表；"
-         "列表里的名字是 torchgen 的写法：去掉 aten:: 前缀，默认重载去掉 .default（aten::add.Tensor → add.Tensor）。",
+         "列表里的名字是 torchgen 的写法：去掉 aten:: 前缀，保留重载名，默认重载去掉 .default"
+         "（aten::add.Tensor → add.Tensor，aten::add.out → add.out，aten::relu.default → relu）。",
 ))
 
 
@@ -249,18 +331,27 @@ EXERCISES.append(Exercise(
     function="chip_islands", points=3,
     public_cases=lambda: [
         _partition_case("cumsum-middle", "cumsum_middle", 0, 8, 16, "cumsum 没有芯片内核，夹在两段芯片算子中间"),
-        _partition_case("all-chip", "all_chip", 1, 6, 12, "所有节点芯片都支持"),
+        _partition_case("two-branches", "two_branches", 1, 6, 12, "flip 没有芯片内核，在两条分支中的一条上"),
+        _partition_case("side-input", "side_input", 2, 8, 16, "cumsum 没有芯片内核，只读图的输入，结果加到芯片算子链的末尾"),
+    ],
+    designed_cases=lambda: [
+        _partition_case("all-chip", "all_chip", 3, 6, 12),
+        _partition_case("two-cpu-ops", "sandwich", 4, 8, 16),
+        _partition_case("residual-after-cpu", "residual_after_cpu", 5, 4, 8),
+        _partition_case("multi-output-node", "norm_branches", 6, 8, 16),
+        _partition_case("two-branches-wide", "two_branches", 7, 12, 8),
+        _partition_case("side-input-small", "side_input", 8, 4, 8),
     ],
     random_cases=lambda rng: [
         _partition_case(f"hidden-{i}-{program}", program, rng.randrange(10**6), rng.choice([4, 8, 12]),
                         rng.choice([8, 16]))
-        for i, program in enumerate(["two_branches", "sandwich", rng.choice(["cumsum_middle", "all_chip"])])
+        for i, program in enumerate(rng.sample(sorted(models.PROGRAMS), 3))
     ],
     produce=_partition_artifact, compare=_compare_partition,
     performance=PerformanceGoal(lambda facts: facts["time_us"], 1.0,
                                 "模拟时间不应超过参考分区（CapabilityBasedPartitioner 的结果）"),
     hint="用 toychip.compiler.ChipSupport().is_node_supported(None, node) 判断节点能否上芯片；"
-         "按拓扑序把相连的芯片节点并进同一个岛，但不要让一个岛的输出经过岛外节点再回到岛内"
+         "按逆拓扑序（从输出往输入）把芯片节点并进它的使用者所在的岛，但不要让一个岛的输出经过岛外节点再回到岛内"
          "（torch.fx.passes.infra.partitioner.CapabilityBasedPartitioner 就是这样做的）。",
 ))
 
@@ -324,16 +415,12 @@ EXERCISES.append(Exercise(
 
 # --- 08.autoload_package -----------------------------------------------------------------
 
-def _in_process(site: Path, name: str) -> dict:
-    """What ``torch._import_device_backends`` does at ``import torch`` -- load and call every
-    ``torch.backends`` entry point -- for the distributions on ``site`` only, in this
-    process (toychip is already imported here, so the imports the call makes are recorded)."""
-    import builtins
-    import importlib
-    import importlib.metadata
-
-    entry_points = [ep for dist in importlib.metadata.distributions(path=[str(site)])
-                    for ep in dist.entry_points if ep.group == "torch.backends"]
+@contextlib.contextmanager
+def _imports_recorded(site: Path, name: str):
+    """Inside the block, ``site`` is on the path and every module imported (``import``
+    statements, ``__import__``, ``importlib.import_module``) is appended to the list it
+    yields; afterwards the package ``name`` is forgotten again. toychip is already
+    imported in this process, so an ``import toychip`` is recorded without re-running it."""
     imported: list[str] = []
     real_import, real_import_module = builtins.__import__, importlib.import_module
 
@@ -348,18 +435,72 @@ def _in_process(site: Path, name: str) -> dict:
     sys.path.insert(0, str(site))
     builtins.__import__, importlib.import_module = spy_import, spy_import_module
     try:
-        for ep in entry_points:
-            ep.load()()
-    except Exception as error:
-        return {"error": f"import torch 会失败：加载入口点时出错（{type(error).__name__}: {str(error)[:200]}）。"}
+        yield imported
     finally:
         builtins.__import__, importlib.import_module = real_import, real_import_module
         sys.path.remove(str(site))
         for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             del sys.modules[module]
-    if not any(m == "toychip" or m.startswith("toychip.") for m in imported):
-        return {"loaded": False, "result": "error: the entry points did not import toychip"}
+
+
+def _loads_chip(imported: list[str]) -> bool:
+    return any(m == "toychip" or m.startswith("toychip.") for m in imported)
+
+
+def _entry_points(site: Path) -> list:
+    return [ep for dist in importlib.metadata.distributions(path=[str(site)]) for ep in dist.entry_points]
+
+
+def _project_facts(site: Path, name: str, files: dict) -> dict:
+    project = tomllib.loads(files["pyproject"])["project"]
+    return {"project_name": str(project.get("name", "")), "version": str(project.get("version", ""))}
+
+
+def _group_facts(site: Path, name: str, files: dict) -> dict:
+    return {"groups": sorted({ep.group for ep in _entry_points(site)})}
+
+
+def _target_facts(site: Path, name: str, files: dict) -> dict:
+    return {"targets": sorted(re.sub(r"\s+", "", ep.value) for ep in _entry_points(site))}
+
+
+def _package_facts(site: Path, name: str, files: dict) -> dict:
+    """Import the package and call its ``_autoload``, as the entry point's loader would."""
+    with _imports_recorded(site, name) as imported:
+        try:
+            autoload = getattr(importlib.import_module(name), "_autoload", None)
+            if not callable(autoload):
+                return {"problem": f"包 {name} 里没有可调用的 _autoload（实际是 {short(autoload)}）。"}
+            autoload()
+        except Exception as error:
+            return {"problem": f"导入包 {name} 或调用 _autoload() 时出错（{type(error).__name__}: {str(error)[:200]}）。"}
+    return {"problem": "" if _loads_chip(imported) else "调用 _autoload() 之后 toychip 仍然没有被导入。"}
+
+
+def _import_torch_facts(site: Path, name: str, files: dict) -> dict:
+    """What ``torch._import_device_backends`` does at ``import torch`` -- load and call every
+    ``torch.backends`` entry point -- for the distributions on ``site`` only, in this process."""
+    entry_points = [ep for ep in _entry_points(site) if ep.group == "torch.backends"]
+    with _imports_recorded(site, name) as imported:
+        try:
+            for ep in entry_points:
+                ep.load()()
+        except Exception as error:
+            return {"loaded": False, "result": f"import torch 会失败：加载入口点时出错（{type(error).__name__}: "
+                                               f"{str(error)[:200]}）"}
+    if not _loads_chip(imported):
+        return {"loaded": False, "result": "import torch 之后 toychip 没有被加载"}
     return {"loaded": True, "result": f"{torch.randn(2, device='toychip').device} {torch.toychip.device_count()}"}
+
+
+# What each case observes of the installed package (one requirement of the prompt each), and its description.
+AUTOLOAD_REQUIREMENTS = {
+    "project": (_project_facts, "[project] 的 name 与 version"),
+    "entry-point-group": (_group_facts, "入口点在 torch.backends 组里"),
+    "entry-point-target": (_target_facts, "入口点指向 <包名>:_autoload"),
+    "package": (_package_facts, "导入包、调用 _autoload() 之后 toychip 已加载"),
+    "import-torch": (_import_torch_facts, "import torch（_import_device_backends）加载了芯片"),
+}
 
 
 def _autoload_artifact(function, built) -> dict:
@@ -373,25 +514,54 @@ def _autoload_artifact(function, built) -> dict:
 
 def _load_package(artifact: dict, built: dict) -> dict:
     """Trusted side (the confined analysis process, where no learner cell ran): install the
-    package on a temporary site and run its entry points as ``import torch`` would."""
+    package on a temporary site, as pip would, and observe the case's requirement."""
     if "error" in artifact:
         return artifact
-    name = built["name"]
+    name, aspect = built["name"], built["aspect"]
     with tempfile.TemporaryDirectory() as folder:
         site = Path(folder)
         if (problem := models.install_package(site, name, artifact)) is not None:
             return {"error": problem}
-        return _in_process(site, name)
+        facts, _ = AUTOLOAD_REQUIREMENTS[aspect]
+        return {"aspect": aspect, "name": name, **facts(site, name, artifact)}
+
+
+def _distribution_name(name: str) -> str:
+    """PEP 503's normalised form: ``Chip-Port``, ``chip_port`` and ``chip.port`` are one project."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _compare_autoload(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
-    if not got["loaded"]:
-        return Verdict(False, "import torch 之后 toychip 没有被加载：入口点 (entry point) 要声明在 "
-                              "[project.entry-points.\"torch.backends\"] 组里，指向 \"包名:函数名\"，函数里 import toychip。",
-                       "toychip 已加载", got["result"])
-    return compare_equal(expected["result"], got["result"], "加载后在芯片上创建张量的结果与参考不一致。")
+    name, aspect = got["name"], got["aspect"]
+    if aspect == "project":
+        if _distribution_name(got["project_name"]) != _distribution_name(name) or not got["version"]:
+            return Verdict(False, "pyproject 的 [project] 表要有 name（就是包名）和 version（例如 \"0.1\"）："
+                                  "pip 用它们给安装的包命名（*.dist-info 目录），importlib.metadata 也靠它们找到包。",
+                           f"name = {name!r}, version 非空",
+                           f"name = {got['project_name']!r}, version = {got['version']!r}")
+    elif aspect == "entry-point-group":
+        if "torch.backends" not in got["groups"]:
+            return Verdict(False, "没有声明在 torch.backends 组里的入口点：import torch 只看这个组。组名里有点号，"
+                                  "TOML 的表头要写成 [project.entry-points.\"torch.backends\"]（带引号）。",
+                           "['torch.backends']", short(got["groups"]))
+    elif aspect == "entry-point-target":
+        if f"{name}:_autoload" not in got["targets"]:
+            return Verdict(False, "入口点的值应是 \"<包名>:_autoload\"（模块:函数），指向你这个包里的 _autoload 函数。",
+                           f"{name}:_autoload", short(got["targets"]))
+    elif aspect == "package":
+        if got["problem"]:
+            return Verdict(False, f"包的 __init__.py 不对：{got['problem']}")
+    elif got["result"] != expected["result"]:
+        return Verdict(False, "按 import torch 的方式（_import_device_backends：找出 torch.backends 组的入口点，"
+                              "加载并调用）执行后，芯片没有加载成功。", expected["result"], got["result"])
+    return PASS
+
+
+def _autoload_cases(prefix: str, name: str, aspects) -> list[Case]:
+    return [Case(f"{prefix}{aspect}", lambda aspect=aspect: {"name": name, "aspect": aspect},
+                 f"包名 {name}：{AUTOLOAD_REQUIREMENTS[aspect][1]}") for aspect in aspects]
 
 
 EXERCISES.append(Exercise(
@@ -399,8 +569,10 @@ EXERCISES.append(Exercise(
     function="autoload_package", points=2,
     # torch's own loader, in the analysis process: a fresh interpreter per case
     # (models.import_torch_in_subprocess, which the notebook runs) costs a torch import per case
-    public_cases=lambda: [Case("toychip_plugin", lambda: {"name": "toychip_plugin"}, "包名 toychip_plugin")],
-    random_cases=lambda rng: [Case("hidden", lambda suffix=rng.randrange(10**6): {"name": f"chip_port_{suffix}"})],
+    public_cases=lambda: _autoload_cases("", "toychip_plugin", AUTOLOAD_REQUIREMENTS),
+    designed_cases=lambda: _autoload_cases("npu-bridge-", "npu_bridge", AUTOLOAD_REQUIREMENTS),
+    random_cases=lambda rng: _autoload_cases("hidden-", f"chip_port_{rng.randrange(10**6)}",
+                                             rng.sample(sorted(AUTOLOAD_REQUIREMENTS), 2)),
     produce=_autoload_artifact, analyze=_load_package, compare=_compare_autoload,
     hint="pyproject: [project] name/version，再加 [project.entry-points.\"torch.backends\"] 一行 "
          "toychip = \"<包名>:_autoload\"；module: def _autoload(): import toychip。",
@@ -418,7 +590,9 @@ def _port_artifact(function, built) -> dict:
             with toychip.strict(), toychip.profile() as p:
                 results = models.train_steps(model, built["x"], built["y"], "toychip")
         except toychip.FallbackError as error:
-            return {"error": f"toychip.strict() 报错：{error}。这个算子还没有芯片内核：用 toychip.register_kernel 注册它。"}
+            return {"error": f"toychip.strict() 报错：{error}。这个算子还没有芯片内核：用 toychip.register_kernel 注册它"
+                             "（报错里若是 .out、.grad_input 这样的 out 变体，给题目表格里的函数式算子注册内核即可，"
+                             "调用就不再经过 out 变体）。"}
     results["time_us"] = round(p.time_us, 6)
     results["copies"] = p.copies
     return results
@@ -446,6 +620,11 @@ EXERCISES.append(Exercise(
     public_cases=lambda: [
         _port_case("hardswish+leaky", 0, 4, ("hardswish", "leaky_relu"), "Hardswish 与 LeakyReLU(0.1)"),
         _port_case("relu6+hardtanh", 1, 6, ("relu6", "hardtanh"), "ReLU6 与 Hardtanh(-0.5, 2.0)"),
+    ],
+    designed_cases=lambda: [
+        _port_case("leaky0.3+hardswish", 2, 3, ("leaky_relu_0.3", "hardswish")),
+        _port_case("hardtanh+leaky", 3, 8, ("hardtanh", "leaky_relu")),
+        _port_case("hardswish+relu6", 4, 4, ("hardswish", "relu6")),
     ],
     random_cases=lambda rng: [
         _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]),

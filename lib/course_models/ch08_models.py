@@ -3,6 +3,7 @@ notebook and its exercises: allocation traces, graphs to partition, profiled mod
 the capstone's conv net. Everything runs on the deterministic simulated clock."""
 from __future__ import annotations
 
+import operator
 import os
 import random
 import subprocess
@@ -58,9 +59,18 @@ def churn_trace(rng: random.Random, steps: int) -> list:
     return trace
 
 
-# A big block freed first, then a small request, then a big one: first-fit splits the big block.
-SPLIT_TRAP = [("alloc", "big", 16 * KIB), ("alloc", "small", 2 * KIB), ("free", "big"), ("free", "small"),
-              ("alloc", "a", 2 * KIB), ("alloc", "b", 16 * KIB), ("free", "a"), ("free", "b")]
+def cached_then_requested(cached: list[int], requested: list[int]) -> list:
+    """Blocks of the ``cached`` sizes reserved in this order and freed, then the ``requested``
+    sizes asked for one after the other while all stay alive: which cached block serves
+    which request decides whether the device is asked again."""
+    trace = [("alloc", f"c{i}", size) for i, size in enumerate(cached)]
+    trace += [("free", f"c{i}") for i in range(len(cached))]
+    trace += [("alloc", f"r{i}", size) for i, size in enumerate(requested)]
+    return trace + [("free", f"r{i}") for i in range(len(requested))]
+
+
+# A big block cached first, then a small one; a small request, then a big one: first-fit splits the big block.
+SPLIT_TRAP = cached_then_requested([16 * KIB, 2 * KIB], [2 * KIB, 16 * KIB])
 
 
 
@@ -90,8 +100,26 @@ def _program_sandwich(x, w):
     return torch.sigmoid(t) * h - s
 
 
+def _program_side_input(x, w):
+    a = torch.relu(x @ w)
+    c = torch.cumsum(x, 1)                 # no chip kernel, but no chip node feeds it
+    return torch.tanh(a) * 2 + c
+
+
+def _program_residual_after_cpu(x, w):
+    h = torch.relu(x @ w + 1)
+    c = torch.cumsum(h, 1)                 # no chip kernel
+    return h + torch.tanh(c * 0.5)
+
+
+def _program_norm_branches(x, w):
+    h = F.layer_norm(x @ w, (w.shape[1],))  # one node with three outputs, read through getitem
+    return torch.flip(h, [0]) * 2 + torch.sigmoid(h)
+
+
 PROGRAMS = {"cumsum_middle": _program_cumsum_middle, "two_branches": _program_two_branches,
-            "all_chip": _program_all_chip, "sandwich": _program_sandwich}
+            "all_chip": _program_all_chip, "sandwich": _program_sandwich, "side_input": _program_side_input,
+            "residual_after_cpu": _program_residual_after_cpu, "norm_branches": _program_norm_branches}
 
 
 def chip_graph(program: str, x: torch.Tensor, w: torch.Tensor) -> fx.GraphModule:
@@ -123,6 +151,9 @@ def run_partitioned(gm: fx.GraphModule, islands, inputs) -> dict:
                 return {"error": f"节点 {name}（{node.target}）芯片不支持（没有芯片内核或 dtype 不支持），不能放进芯片岛。"}
             if name in seen:
                 return {"error": f"节点 {name} 出现在两个岛里。"}
+            if node.target is operator.getitem and node.args[0].name not in island:
+                return {"error": f"节点 {name} 取多输出节点 {node.args[0].name} 的一个结果（getitem），"
+                                 f"它要和 {node.args[0].name} 在同一个岛里（或者两个都不进岛）。"}
             seen.add(name)
             members.append(node)
         if not validate_partition(members):

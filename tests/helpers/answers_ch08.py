@@ -1,64 +1,226 @@
-"""Plausible wrong answers to chapter 08's exercises, each with the belief it embodies; the checks must reject each one.
+"""Chapter 08's catalogue: plausible wrong answers, each with the belief it embodies (the
+checks must reject each one), and right answers written differently from the references.
 
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
 """
+import bisect
+import json
+import re
+
 import numpy as np
+import torch
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 import toychip
 from toychip.compiler import ChipSupport
 
 
+# --- 08.allocator_policy ------------------------------------------------------------------
+
+def _fitting(free_blocks, size, fits=lambda block, size: block >= size):
+    return [i for i, block in enumerate(free_blocks) if fits(block, size)]
+
+
 def first_fit(free_blocks, size):
-    """The first cached block that is big enough: splits a big block for a small request."""
     for i, block in enumerate(free_blocks):
         if block >= size:
             return i
     return None
 
 
-def never_reuse(free_blocks, size):
-    """Always asks the device for a new block: no caching at all."""
-    return None
+def exact_size_only(free_blocks, size):
+    return free_blocks.index(size) if size in free_blocks else None
+
+
+def worst_fit(free_blocks, size):
+    return max(_fitting(free_blocks, size), key=lambda i: free_blocks[i], default=None)
+
+
+def best_fit_strictly_larger(free_blocks, size):
+    fits = _fitting(free_blocks, size, lambda block, size: block > size)
+    return min(fits, key=lambda i: free_blocks[i], default=None)
+
+
+def best_fit_separate_pools(free_blocks, size):
+    large = size > 1 << 20
+    fits = [i for i in _fitting(free_blocks, size) if (free_blocks[i] > 1 << 20) == large]
+    return min(fits, key=lambda i: free_blocks[i], default=None)
+
+
+def best_fit_no_big_split(free_blocks, size):
+    fits = [i for i in _fitting(free_blocks, size) if free_blocks[i] <= 2 * size]
+    return min(fits, key=lambda i: free_blocks[i], default=None)
+
+
+def best_fit_power_of_two_classes(free_blocks, size):
+    need = 1 << (size - 1).bit_length()
+    return min(_fitting(free_blocks, need), key=lambda i: free_blocks[i], default=None)
+
+
+def best_fit_latest_on_ties(free_blocks, size):
+    return min(_fitting(free_blocks, size), key=lambda i: (free_blocks[i], -i), default=None)
+
+
+def best_fit_by_bisect(free_blocks, size):
+    by_size = sorted((block, i) for i, block in enumerate(free_blocks))
+    at = bisect.bisect_left(by_size, (size, -1))
+    return by_size[at][1] if at < len(by_size) else None
+
+
+# --- 08.yaml_registration -----------------------------------------------------------------
+
+def _yaml(names, backend="PrivateUse1", namespace="toychip"):
+    lines = [f"backend: {backend}", f"cpp_namespace: {namespace}", "supported:"]
+    return "\n".join(lines + [f"  - {name}" for name in names]) + "\n"
 
 
 def yaml_with_default_suffix(ops):
-    """Keeps ``.default`` in the names: ATen has no overload called "default"."""
-    lines = ["backend: PrivateUse1", "cpp_namespace: toychip", "supported:"]
-    lines += [f"  - {op.removeprefix('aten::')}" for op in ops]
-    return "\n".join(lines) + "\n"
+    return _yaml(op.removeprefix("aten::") for op in ops)
 
 
 def yaml_with_device_name(ops):
-    """Writes the chip's device name as the backend: the YAML wants the dispatch key."""
-    lines = ["backend: toychip", "cpp_namespace: toychip", "supported:"]
-    lines += [f"  - {op.removeprefix('aten::').removesuffix('.default')}" for op in ops]
-    return "\n".join(lines) + "\n"
+    return _yaml((op.removeprefix("aten::").removesuffix(".default") for op in ops), backend="toychip")
 
 
-def yaml_with_namespace(ops):
-    """Keeps the aten:: prefix: the YAML's names are inside the aten namespace already."""
-    lines = ["backend: PrivateUse1", "cpp_namespace: toychip", "supported:"]
-    lines += [f"  - {op.removesuffix('.default')}" for op in ops]
-    return "\n".join(lines) + "\n"
+def yaml_with_aten_prefix(ops):
+    return _yaml(op.removesuffix(".default") for op in ops)
+
+
+def yaml_cpp_namespace_aten(ops):
+    return _yaml((op.removeprefix("aten::").removesuffix(".default") for op in ops), namespace="aten")
 
 
 def yaml_first_op_only(ops):
-    """Declares only the first op (a loop that returns too early)."""
-    return f"backend: PrivateUse1\ncpp_namespace: toychip\nsupported:\n  - {ops[0][6:].removesuffix('.default')}\n"
+    for op in ops:
+        return _yaml([op.removeprefix("aten::").removesuffix(".default")])
+
+
+def yaml_op_names_only(ops):
+    return _yaml(op.removeprefix("aten::").split(".")[0] for op in ops)
+
+
+def yaml_one_entry_per_op(ops):
+    return _yaml(dict.fromkeys(op.removeprefix("aten::").split(".")[0] for op in ops))
+
+
+def yaml_rstrip_default(ops):
+    return _yaml(op.removeprefix("aten::").rstrip(".default") for op in ops)
+
+
+def yaml_lstrip_namespace(ops):
+    return _yaml(op.lstrip("aten::").removesuffix(".default") for op in ops)
+
+
+def yaml_whole_library(ops):
+    return _yaml(["flip", "roll", "cumsum", "tril", "triu", "sign", "atan", "sinh", "log1p", "expm1"])
+
+
+def yaml_from_op_schemas(ops):
+    names = []
+    for op in ops:
+        name, _, overload = op.removeprefix("aten::").partition(".")
+        schema = getattr(getattr(torch.ops.aten, name), overload)._schema
+        names.append(f"{name}.{schema.overload_name}" if schema.overload_name else name)
+    return json.dumps({"backend": "PrivateUse1", "cpp_namespace": "toychip", "supported": sorted(names)})
+
+
+def yaml_by_regex(ops):
+    names = [re.sub(r"\.default$", "", re.fullmatch(r"aten::(\S+)", op)[1]) for op in ops]
+    lines = ["# toychip's vendor ops", "backend: 'PrivateUse1'", "cpp_namespace: \"toychip\"", "supported:"]
+    return "\n".join(lines + [f"- '{name}'" for name in reversed(names)])
+
+
+# --- 08.compile_partitioning --------------------------------------------------------------
+
+def _supported_nodes(gm):
+    support = ChipSupport()
+    return [n for n in gm.graph.nodes if support.is_node_supported(None, n)]
+
+
+def _leaves_and_returns(group):
+    """Does a path leave ``group`` through a node outside it and come back in?"""
+    stack, seen = [u for n in group for u in n.users if u not in group], set()
+    while stack:
+        node = stack.pop()
+        if node in group:
+            return True
+        if node not in seen:
+            seen.add(node)
+            stack.extend(node.users)
+    return False
+
+
+def _merge_greedily(nodes, neighbours):
+    """Each node joins the islands of its ``neighbours`` (all of them, else one) unless that
+    makes a cycle; otherwise it starts an island of its own."""
+    island_of, members = {}, {}
+    for node in nodes:
+        candidates = list(dict.fromkeys(island_of[n] for n in neighbours(node) if n in island_of))
+        home = None
+        for choice in ([candidates] if len(candidates) > 1 else []) + [[c] for c in candidates]:
+            group = {node, *(m for c in choice for m in members[c])}
+            if not _leaves_and_returns(group):
+                home = choice[0]
+                for other in choice[1:]:
+                    for m in members.pop(other):
+                        island_of[m] = home
+                members[home] = list(group)
+                break
+        if home is None:
+            home = node
+            members[home] = [node]
+        island_of[node] = home
+    return [[n.name for n in group] for group in members.values()]
 
 
 def one_island_per_node(gm):
-    """Every supported node is an island of its own: correct, but nothing is fused."""
-    support = ChipSupport()
-    return [[n.name] for n in gm.graph.nodes if support.is_node_supported(None, n)]
+    return [[n.name] for n in _supported_nodes(gm)]
 
 
 def all_supported_in_one_island(gm):
-    """Every supported node in one island, ignoring the paths through CPU nodes (a cycle)."""
-    support = ChipSupport()
-    return [[n.name for n in gm.graph.nodes if support.is_node_supported(None, n)]]
+    return [[n.name for n in _supported_nodes(gm)]]
 
+
+def islands_end_at_cpu_nodes(gm):
+    support, islands, current = ChipSupport(), [], []
+    for node in gm.graph.nodes:
+        if support.is_node_supported(None, node):
+            current.append(node.name)
+        elif node.op == "call_function" and current:
+            islands.append(current)
+            current = []
+    return islands + [current] if current else islands
+
+
+def connected_chip_nodes(gm):
+    nodes = _supported_nodes(gm)
+    island_of = {n: i for i, n in enumerate(nodes)}
+    for node in nodes:
+        for source in node.all_input_nodes:
+            if source in island_of:
+                old, new = island_of[node], island_of[source]
+                island_of = {n: new if i == old else i for n, i in island_of.items()}
+    islands = {}
+    for node in nodes:
+        islands.setdefault(island_of[node], []).append(node.name)
+    return list(islands.values())
+
+
+def merge_into_producers_in_order(gm):
+    return _merge_greedily(_supported_nodes(gm), lambda node: node.all_input_nodes)
+
+
+def merge_into_users_in_reverse(gm):
+    return _merge_greedily(list(reversed(_supported_nodes(gm))), lambda node: node.users)
+
+
+def partitioner_default_options(gm):
+    partitions = CapabilityBasedPartitioner(gm, ChipSupport()).propose_partitions()
+    return [{node.name for node in partition.nodes} for partition in partitions]
+
+
+# --- 08.op_report (replaced by a later issue) ---------------------------------------------
 
 def _report(profile, key, share_of):
     rows = {}
@@ -75,32 +237,68 @@ def _report(profile, key, share_of):
 
 
 def report_keeps_overloads(profile):
-    """Does not merge overloads: add.Tensor and add.Scalar stay two rows."""
     return _report(profile, lambda name: name, lambda p: p.time_us)
 
 
 def report_share_of_kernels_only(profile):
-    """Divides by the kernels' time only, leaving the host<->device copies out of the total."""
     return _report(profile, lambda name: name.split(".")[0],
                    lambda p: sum(s.time_us for n, s in p.kernels.items() if not n.startswith("copy:")))
 
 
+# --- 08.autoload_package ------------------------------------------------------------------
+
+def _package(name, entry_points, module="def _autoload():\n    import toychip\n", project=None):
+    project = project or f'name = "{name}"\nversion = "0.1"\n'
+    return {"pyproject": f"[project]\n{project}\n{entry_points}", "module": module}
+
+
 def autoload_wrong_group(name):
-    """Declares the entry point in the torch.compile backends' group: import torch ignores it."""
-    return {"pyproject": f'[project]\nname = "{name}"\nversion = "0.1"\n\n'
-                         f'[project.entry-points."torch_dynamo_backends"]\ntoychip = "{name}:_autoload"\n',
-            "module": "def _autoload():\n    import toychip\n"}
+    return _package(name, f'[project.entry-points."torch_dynamo_backends"]\ntoychip = "{name}:_autoload"\n')
+
+
+def autoload_unquoted_group(name):
+    return _package(name, f'[project.entry-points.torch.backends]\ntoychip = "{name}:_autoload"\n')
 
 
 def autoload_module_not_function(name):
-    """Points the entry point at the module: torch calls what the entry point loads."""
-    return {"pyproject": f'[project]\nname = "{name}"\nversion = "0.1"\n\n'
-                         f'[project.entry-points."torch.backends"]\ntoychip = "{name}"\n',
-            "module": "import toychip\n"}
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}"\n', module="import toychip\n")
 
 
-def _register(pairs):
-    for name, fn in pairs:
+def autoload_dotted_target(name):
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}._autoload"\n')
+
+
+def autoload_chip_own_hook(name):
+    return _package(name, '[project.entry-points."torch.backends"]\ntoychip = "toychip:_autoload"\n',
+                    module="")
+
+
+def autoload_returns_module_name(name):
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n',
+                    module='def _autoload():\n    return "toychip"\n')
+
+
+def autoload_without_version(name):
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n',
+                    project=f'name = "{name}"\n')
+
+
+def autoload_dotted_keys(name):
+    project = (f'name = "{name.replace("_", "-")}"\nversion = "2.13.0"\n'
+               f'entry-points."torch.backends".my_chip = "{name}:_autoload"\n')
+    module = "import importlib\n\n\ndef _autoload():\n    importlib.import_module('toychip')\n"
+    return {"pyproject": f"[build-system]\nrequires = [\"setuptools\"]\n\n[project]\n{project}", "module": module}
+
+
+def autoload_imports_at_module_level(name):
+    return _package(name, f"[project.entry-points.'torch.backends']\nchip = '{name}:_autoload'\n",
+                    module="import toychip  # loaded with the package\n\n\ndef _autoload():\n    pass\n")
+
+
+# --- 08.port_model ------------------------------------------------------------------------
+
+def _register(kernels):
+    for name, fn in kernels.items():
         toychip.register_kernel(f"aten::{name}", fn)
 
 
@@ -108,61 +306,211 @@ def _hardswish(a):
     return a * np.clip(a + 3, 0, 6) / 6
 
 
-def _hardswish_backward(grad, a):
-    return grad * np.where(a < -3, 0, np.where(a <= 3, a / 3 + 0.5, 1)).astype(a.dtype)
+def _hardswish_derivative(a):
+    return np.where(a < -3, 0, np.where(a <= 3, a / 3 + 0.5, 1)).astype(a.dtype)
+
+
+def _leaky_relu(a, negative_slope=0.01):
+    return np.where(a > 0, a, a * negative_slope).astype(a.dtype)
 
 
 def _hardtanh(a, min_val=-1.0, max_val=1.0):
     return np.clip(a, min_val, max_val)
 
 
-def _hardtanh_backward(grad, a, min_val, max_val):
-    return np.where((a <= min_val) | (a >= max_val), 0, grad).astype(grad.dtype)
+def _hardtanh_inside(a, min_val, max_val):
+    return ((a > min_val) & (a < max_val)).astype(a.dtype)
+
+
+FORWARD = {"hardswish": _hardswish, "leaky_relu": _leaky_relu, "hardtanh": _hardtanh}
+BACKWARD = {
+    "hardswish_backward": lambda grad, a: grad * _hardswish_derivative(a),
+    "leaky_relu_backward": lambda grad, a, negative_slope, self_is_result:
+        np.where(a > 0, grad, grad * negative_slope).astype(grad.dtype),
+    "hardtanh_backward": lambda grad, a, min_val, max_val: grad * _hardtanh_inside(a, min_val, max_val),
+}
 
 
 def port_forward_only():
-    """Registers the forward kernels only: every backward still falls back to the CPU."""
-    _register([("hardswish", _hardswish),
-               ("leaky_relu", lambda a, negative_slope=0.01: np.where(a > 0, a, a * negative_slope).astype(a.dtype)),
-               ("hardtanh", _hardtanh)])
+    _register(FORWARD)
 
 
 def port_fixed_slope():
-    """LeakyReLU with the default slope 0.01, whatever negative_slope the module asks for."""
-    _register([("hardswish", _hardswish), ("hardswish_backward", _hardswish_backward),
-               ("leaky_relu", lambda a, negative_slope=0.01: np.where(a > 0, a, a * 0.01).astype(a.dtype)),
-               ("leaky_relu_backward", lambda grad, a, negative_slope, self_is_result:
-                   np.where(a > 0, grad, grad * 0.01).astype(grad.dtype)),
-               ("hardtanh", _hardtanh), ("hardtanh_backward", _hardtanh_backward)])
+    _register({**FORWARD, **BACKWARD,
+               "leaky_relu": lambda a, negative_slope=0.01: _leaky_relu(a, 0.01),
+               "leaky_relu_backward": lambda grad, a, negative_slope, self_is_result:
+                   np.where(a > 0, grad, grad * 0.01).astype(grad.dtype)})
+
+
+def port_demo_activations_only():
+    _register({name: fn for name, fn in {**FORWARD, **BACKWARD}.items() if not name.startswith("hardtanh")})
+
+
+def port_backward_returns_derivative():
+    _register({**FORWARD,
+               "hardswish_backward": lambda grad, a: _hardswish_derivative(a),
+               "leaky_relu_backward": lambda grad, a, negative_slope, self_is_result:
+                   np.where(a > 0, 1, negative_slope).astype(a.dtype),
+               "hardtanh_backward": lambda grad, a, min_val, max_val: _hardtanh_inside(a, min_val, max_val)})
+
+
+def port_hardswish_backward_without_product_rule():
+    _register({**FORWARD, **BACKWARD,
+               "hardswish_backward": lambda grad, a: grad * np.clip(a + 3, 0, 6) / 6})
+
+
+def port_backward_input_first():
+    _register({**FORWARD, **{name: (lambda fn: lambda a, grad, *rest: fn(grad, a, *rest))(fn)
+                             for name, fn in BACKWARD.items()}})
+
+
+def port_with_masks_and_overloads():
+    def hardswish(a):
+        return a * np.minimum(np.maximum(a + 3, 0), 6) / 6
+
+    def hardswish_backward(grad_output, x):
+        slope = np.select([x < -3, x > 3], [0.0, 1.0], default=x / 3 + 0.5)
+        return (grad_output * slope).astype(grad_output.dtype)
+
+    def leaky_relu(x, negative_slope):
+        return x * np.where(x > 0, 1, negative_slope).astype(x.dtype)
+
+    def leaky_relu_backward(grad_output, x, negative_slope, self_is_result):
+        return grad_output * np.where(x > 0, 1, negative_slope).astype(x.dtype)
+
+    def hardtanh(x, min_val, max_val):
+        return np.minimum(np.maximum(x, min_val), max_val)
+
+    def hardtanh_backward(grad_output, x, min_val, max_val):
+        return grad_output * ((x > min_val) & (x < max_val))
+
+    aten = torch.ops.aten
+    for op, fn in [(aten.hardswish.default, hardswish), (aten.hardswish_backward.default, hardswish_backward),
+                   (aten.leaky_relu.default, leaky_relu), (aten.leaky_relu_backward.default, leaky_relu_backward),
+                   (aten.hardtanh.default, hardtanh), (aten.hardtanh_backward.default, hardtanh_backward)]:
+        toychip.register_kernel(op, fn)
+
+
+def port_in_float64():
+    def hardswish(a):
+        a = a.astype(np.float64)
+        return a * np.clip(a + 3, 0, 6) / 6
+
+    def hardswish_backward(grad, a):
+        return grad.astype(np.float64) * np.piecewise(a.astype(np.float64), [a < -3, a > 3],
+                                                      [0.0, 1.0, lambda x: x / 3 + 0.5])
+
+    def leaky_relu(a, negative_slope=0.01):
+        return np.where(a > 0, a.astype(np.float64), a * float(negative_slope))
+
+    def leaky_relu_backward(grad, a, negative_slope, self_is_result):
+        return np.where(a > 0, 1.0, float(negative_slope)) * grad
+
+    def hardtanh(a, min_val=-1.0, max_val=1.0):
+        return np.clip(a.astype(np.float64), min_val, max_val)
+
+    def hardtanh_backward(grad, a, min_val, max_val):
+        return np.where((a > min_val) & (a < max_val), grad.astype(np.float64), 0.0)
+
+    _register({"hardswish": hardswish, "hardswish_backward": hardswish_backward,
+               "leaky_relu": leaky_relu, "leaky_relu_backward": leaky_relu_backward,
+               "hardtanh": hardtanh, "hardtanh_backward": hardtanh_backward})
 
 
 WRONG_ANSWERS = [
     ("08.allocator_policy", first_fit,
-     "The first cached block that is big enough: splits a big block for a small request."),
-    ("08.allocator_policy", never_reuse,
-     "Always asks the device for a new block: no caching at all."),
+     "the first cached block big enough is as good as any (first-fit splits a big block a later request needs whole)"),
+    ("08.allocator_policy", exact_size_only,
+     "only a cached block of exactly the requested size class can be reused, as the default policy does"),
+    ("08.allocator_policy", worst_fit,
+     "taking the largest cached block leaves the most useful leftover (worst-fit)"),
+    ("08.allocator_policy", best_fit_strictly_larger,
+     "a chosen block must be strictly larger than the request, since the allocator splits it"),
+    ("08.allocator_policy", best_fit_separate_pools,
+     "small requests (<= 1 MiB) must never be served from a large block, as CUDA keeps separate pools"),
+    ("08.allocator_policy", best_fit_no_big_split,
+     "splitting a block more than twice the request's size only fragments memory, so ask the device instead"),
+    ("08.allocator_policy", best_fit_power_of_two_classes,
+     "size classes are powers of two, so a request needs a cached block of at least the next power of two"),
     ("08.yaml_registration", yaml_with_default_suffix,
-     "Keeps ``.default`` in the names: ATen has no overload called 'default'."),
+     "the YAML names keep ATen's '.default' suffix"),
     ("08.yaml_registration", yaml_with_device_name,
-     "Writes the chip's device name as the backend: the YAML wants the dispatch key."),
-    ("08.yaml_registration", yaml_with_namespace,
-     "Keeps the aten:: prefix: the YAML's names are inside the aten namespace already."),
+     "backend: names the device (toychip), not the dispatch key"),
+    ("08.yaml_registration", yaml_with_aten_prefix,
+     "the YAML names keep the aten:: namespace prefix"),
+    ("08.yaml_registration", yaml_cpp_namespace_aten,
+     "cpp_namespace: is the namespace of the ops implemented (aten), not the vendor's"),
     ("08.yaml_registration", yaml_first_op_only,
-     "Declares only the first op (a loop that returns too early)."),
+     "a YAML is built by returning from inside the loop over ops (only the first op is declared)"),
+    ("08.yaml_registration", yaml_op_names_only,
+     "the YAML lists op names; the overload name is dropped like '.default'"),
+    ("08.yaml_registration", yaml_one_entry_per_op,
+     "one YAML entry per op covers all its overloads, so overloads of one op are declared once"),
+    ("08.yaml_registration", yaml_rstrip_default,
+     "str.rstrip('.default') removes the suffix '.default' (it strips those characters: tril -> tri)"),
+    ("08.yaml_registration", yaml_lstrip_namespace,
+     "str.lstrip('aten::') removes the prefix 'aten::' (it strips those characters: atan -> '')"),
+    ("08.yaml_registration", yaml_whole_library,
+     "the YAML declares everything the vendor library offers, whatever ops are asked for"),
     ("08.compile_partitioning", one_island_per_node,
-     "Every supported node is an island of its own: correct, but nothing is fused."),
+     "every chip node can be an island of its own: fusion happens anyway"),
     ("08.compile_partitioning", all_supported_in_one_island,
-     "Every supported node in one island, ignoring the paths through CPU nodes (a cycle)."),
+     "every chip-supported node goes into one island, whatever the paths through CPU nodes"),
+    ("08.compile_partitioning", islands_end_at_cpu_nodes,
+     "an island ends wherever a CPU node appears in the node list, even one the island does not depend on"),
+    ("08.compile_partitioning", connected_chip_nodes,
+     "chip nodes joined by an edge belong to one island; a path through a CPU node does not matter"),
+    ("08.compile_partitioning", merge_into_producers_in_order,
+     "merging each node into its producers' island in topological order finds the largest islands"),
     ("08.op_report", report_keeps_overloads,
-     "Does not merge overloads: add.Tensor and add.Scalar stay two rows."),
+     "overloads are separate rows: add.Tensor and add.Scalar are not merged"),
     ("08.op_report", report_share_of_kernels_only,
-     "Divides by the kernels' time only, leaving the host<->device copies out of the total."),
+     "the share is of the kernels' time only, leaving the host<->device copies out of the total"),
     ("08.autoload_package", autoload_wrong_group,
-     "Declares the entry point in the torch.compile backends' group: import torch ignores it."),
+     "import torch loads the torch.compile backends' group (torch_dynamo_backends)"),
+    ("08.autoload_package", autoload_unquoted_group,
+     "a TOML table header can spell the dotted group unquoted: [project.entry-points.torch.backends]"),
     ("08.autoload_package", autoload_module_not_function,
-     "Points the entry point at the module: torch calls what the entry point loads."),
+     "an entry point may name just the module: importing it is what loads the chip"),
+    ("08.autoload_package", autoload_dotted_target,
+     "an entry point is a dotted import path (pkg._autoload), not module:function"),
+    ("08.autoload_package", autoload_chip_own_hook,
+     "the entry point can point straight at toychip:_autoload; the package's own module does nothing"),
+    ("08.autoload_package", autoload_returns_module_name,
+     "_autoload names the backend module and torch imports it"),
+    ("08.autoload_package", autoload_without_version,
+     "[project] needs only a name; the version is optional"),
     ("08.port_model", port_forward_only,
-     "Registers the forward kernels only: every backward still falls back to the CPU."),
+     "forward kernels are enough: autograd derives the backward on the chip"),
     ("08.port_model", port_fixed_slope,
-     "LeakyReLU with the default slope 0.01, whatever negative_slope the module asks for."),
+     "LeakyReLU's slope is the default 0.01, whatever negative_slope the module passes"),
+    ("08.port_model", port_demo_activations_only,
+     "the ops the demo's strict run reported (hardswish, leaky_relu) are all the nets need; ReLU6/Hardtanh forgotten"),
+    ("08.port_model", port_backward_returns_derivative,
+     "a backward kernel returns the local derivative; autograd multiplies by grad_output"),
+    ("08.port_model", port_hardswish_backward_without_product_rule,
+     "the derivative of a*clip(a+3,0,6)/6 is clip(a+3,0,6)/6 (product rule forgotten)"),
+    ("08.port_model", port_backward_input_first,
+     "a backward kernel takes the input first, like its forward: (self, grad_output, ...)"),
+]
+
+RIGHT_ANSWERS = [
+    ("08.allocator_policy", best_fit_latest_on_ties, "best-fit with ties going to the later block, via min(key=)"),
+    ("08.allocator_policy", best_fit_by_bisect, "best-fit by bisecting the blocks sorted by size"),
+    ("08.yaml_registration", yaml_from_op_schemas,
+     "names from the ops' schemas (torch.ops), sorted, written as JSON (a YAML subset)"),
+    ("08.yaml_registration", yaml_by_regex,
+     "regex, quoted scalars, a comment, unindented list in reverse order"),
+    ("08.compile_partitioning", merge_into_users_in_reverse,
+     "hand-written: reverse topological merge into users' islands with a path check"),
+    ("08.compile_partitioning", partitioner_default_options,
+     "CapabilityBasedPartitioner with its default allows_single_node_partition=False, islands as sets"),
+    ("08.autoload_package", autoload_dotted_keys,
+     "dotted keys inside [project], a hyphenated project name, importlib.import_module, another key"),
+    ("08.autoload_package", autoload_imports_at_module_level,
+     "imports toychip at module level (_autoload does nothing more), single-quoted TOML strings"),
+    ("08.port_model", port_with_masks_and_overloads,
+     "OpOverload objects instead of names, np.select / np.minimum / boolean masks"),
+    ("08.port_model", port_in_float64,
+     "computes and returns float64 (the chip's kernel wrapper casts results back by type promotion), np.piecewise"),
 ]
