@@ -123,6 +123,9 @@ def check_group(members: list[fx.Node]) -> None:
     (none may be computed in the same kernel), and no intermediate value may be needed
     outside the kernel (by another node or as a graph output).
     """
+    repeated = sorted({n.name for n in members if members.count(n) > 1})
+    if repeated:
+        raise FusionError(f"{repeated} appear more than once in the group")
     kinds = [node_kind(n) if n.op == "call_function" else n.op for n in members]
     bad = [n.name for n, k in zip(members, kinds) if k not in ("pointwise", "matmul")]
     if bad:

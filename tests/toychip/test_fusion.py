@@ -61,3 +61,10 @@ def test_lazy_mode_runs_a_matmul_whose_operand_is_also_read_after_it():
     with toychip.lazy():
         got = _relu_matmul_plus_relu(x.to("toychip"), w.to("toychip")).cpu()
     assert torch.allclose(got, _relu_matmul_plus_relu(x, w))
+
+
+def test_a_group_that_names_a_node_twice_is_refused():
+    graph = make_fx(lambda x: torch.relu(x + x))(torch.randn(4)).graph
+    add, relu = [n for n in graph.nodes if n.op == "call_function"]
+    with pytest.raises(FusionError, match="more than once"):
+        check_group([add, add, relu])
