@@ -49,12 +49,16 @@ def profile_nodes(gm: fx.GraphModule, inputs: tuple) -> dict:
 
 
 def relu_to_gelu(gm: fx.GraphModule) -> fx.GraphModule:
-    """Rewrite every ReLU (function, method or module) into ``F.gelu``."""
-    relu_functions = {torch.relu, F.relu}
+    """Rewrite every ReLU (function, method or module; in place or not) into exact ``F.gelu``.
+
+    ``F.relu_`` is ``torch.relu_``. The in-place spellings write into their input, which
+    here has no other user, so an out-of-place GELU computes the same graph.
+    """
+    relu_functions = {torch.relu, torch.relu_, F.relu}
     for node in list(gm.graph.nodes):
         is_relu = (
             (node.op == "call_function" and node.target in relu_functions)
-            or (node.op == "call_method" and node.target == "relu")
+            or (node.op == "call_method" and node.target in ("relu", "relu_"))
             or (node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.ReLU))
         )
         if is_relu:
@@ -89,7 +93,9 @@ def fold_conv_bn(gm: fx.GraphModule) -> fx.GraphModule:
     """Fold each eval-mode BatchNorm2d into the Conv2d that feeds only it.
 
     y = gamma * (conv(x) - mean) / sqrt(var + eps) + beta is again a convolution, with
-    weight w * s and bias (b - mean) * s + beta, where s = gamma / sqrt(var + eps).
+    weight w * s and bias (b - mean) * s + beta, where s = gamma / sqrt(var + eps); a norm
+    without affine parameters has gamma = 1, beta = 0. Every other parameter of the conv
+    (stride, padding, dilation, groups, padding mode) stays as it is.
     """
     for node in list(gm.graph.nodes):
         if node.op != "call_module" or not isinstance(gm.get_submodule(node.target), nn.BatchNorm2d):
@@ -100,15 +106,17 @@ def fold_conv_bn(gm: fx.GraphModule) -> fx.GraphModule:
                 or len(producer.users) != 1):
             continue
         conv, bn = gm.get_submodule(producer.target), gm.get_submodule(node.target)
-        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-        bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
-        fused = torch.nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size,
-                                conv.stride, conv.padding, conv.dilation, conv.groups,
-                                bias=True, padding_mode=conv.padding_mode,
-                                device=conv.weight.device, dtype=conv.weight.dtype)
         with torch.no_grad():
+            gamma = bn.weight if bn.affine else torch.ones_like(bn.running_var)
+            beta = bn.bias if bn.affine else torch.zeros_like(bn.running_mean)
+            scale = gamma / torch.sqrt(bn.running_var + bn.eps)
+            bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
+            fused = torch.nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size,
+                                    conv.stride, conv.padding, conv.dilation, conv.groups,
+                                    bias=True, padding_mode=conv.padding_mode,
+                                    device=conv.weight.device, dtype=conv.weight.dtype)
             fused.weight.copy_(conv.weight * scale.reshape(-1, 1, 1, 1))
-            fused.bias.copy_((bias - bn.running_mean) * scale + bn.bias)
+            fused.bias.copy_((bias - bn.running_mean) * scale + beta)
         gm.add_submodule(producer.target, fused)
         node.replace_all_uses_with(producer)
         gm.graph.erase_node(node)
