@@ -12,38 +12,51 @@ answers written differently from the reference. For each of ``SEEDS``:
 - the reference and every catalogued correct answer pass every case.
 
 Everything is judged in this process through the grader's own call and judge
-(``test_equal_verdicts.py`` runs a sample through the sandbox). A learner's outcome on a
-case that does not depend on the seed is computed once and judged for every seed.
+(``test_equal_verdicts.py`` runs a sample through the sandbox), with one torch thread (the
+machine's cores are shared by the test workers). A case that does not depend on the seed
+is called and judged once, and its verdict counts for every seed.
 """
 import pytest
+import torch
 
 from answers import REPLACED_LATER, RIGHT_ANSWERS, WRONG_ANSWERS
 from grader import chapters
-from grader.grading.judge import EXERCISE_LEVEL_ERRORS, PlannedCase, exercise_cases, judge_exercise
+from grader.grading.judge import PlannedCase, exercise_cases, judge_exercise
 from grader.grading.results import ExerciseResult
 from grader.sandbox.calls import call_learner, read_outcome
 
 SEEDS = range(20)
 MIN_MISCONCEPTIONS = 3
 
-_outcomes: dict[tuple, dict] = {}
+_judged: dict[tuple, ExerciseResult] = {}
 
 
-def outcome(exercise, function, planned: PlannedCase) -> dict:
-    """The outcome of calling ``function`` on a case (memoised: the same case, the same call)."""
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def judged_case(exercise, function, planned: PlannedCase) -> ExerciseResult:
+    """``function`` called on one case and judged (memoised: the same case, the same verdict)."""
     key = (exercise.id, function.__module__, function.__qualname__, planned.case.name, planned.hidden, planned.seed)
-    if key not in _outcomes:
-        _outcomes[key] = read_outcome(call_learner(function, exercise.produce, planned.case.build()))
-    return _outcomes[key]
+    if key not in _judged:
+        outcome = read_outcome(call_learner(function, exercise.produce, planned.case.build()))
+        _judged[key] = judge_exercise(exercise, [planned], [outcome])
+    return _judged[key]
 
 
 def judged(exercise, function, cases: list[PlannedCase]) -> ExerciseResult:
-    outcomes = []
+    """The exercise's result on ``cases``: its one-case results joined, as the judge would."""
+    result = ExerciseResult(exercise.id, exercise.title, exercise.points, partial_credit=exercise.partial_credit)
     for planned in cases:
-        outcomes.append(outcome(exercise, function, planned))
-        if outcomes[-1].get("error") in EXERCISE_LEVEL_ERRORS:
-            break
-    return judge_exercise(exercise, cases[:len(outcomes)], outcomes)
+        one = judged_case(exercise, function, planned)
+        if one.error is not None:
+            return one
+        result.cases += one.cases
+    return result
 
 
 def describe(result: ExerciseResult) -> str:
