@@ -46,10 +46,22 @@ def graph_pass_artifact(function: Callable, built: dict) -> dict:
     result = function(built["module"])
     if not isinstance(result, fx.GraphModule):
         return {"error": f"函数应返回 torch.fx.GraphModule，实际返回了 {type(result).__name__}。"}
+    if not _code_matches_graph(result):
+        return {"error": "返回的 GraphModule 的代码与它的图不一致：改完图之后要调用 gm.recompile()，"
+                         "否则调用这个模块时运行的还是改写之前的代码。"}
     try:
         return {"graph": encode(result)}
     except GraphCodecError as error:
         return {"error": f"返回的图无法评分：{error}（图中只能调用 torch 的函数、Tensor 方法和 torch.nn 的层）。"}
+
+
+def _code_matches_graph(gm: fx.GraphModule) -> bool:
+    """Whether ``gm`` runs its graph: a pass that edits the graph must ``recompile()`` it
+    (the serialised graph would hide a stale ``forward``, since it is rebuilt from the graph)."""
+    try:
+        return gm.code == gm.graph.python_code(root_module="self").src
+    except Exception:  # a graph that cannot be turned into code: the codec says why
+        return True
 
 
 def graph_facts(artifact: dict, built: dict, *, drop_unused: bool = False) -> dict:

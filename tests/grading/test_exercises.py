@@ -28,3 +28,14 @@ def test_hidden_case_feedback_never_shows_inputs_or_values():
     result = run_in_kernel(chapters.get("03.fusion_groups"), lambda gm: [], include_hidden=True, seed=0)
     hidden = [c for c in result.to_json()["cases"] if c["hidden"]]
     assert hidden and all(set(c) == {"case", "hidden", "passed", "message"} for c in hidden)
+
+
+def test_a_pass_that_edits_the_graph_without_recompiling_is_told_so():
+    def remove_dropout(gm):
+        for node in list(gm.graph.nodes):
+            if node.op == "call_module" and "dropout" in node.target:
+                node.replace_all_uses_with(node.args[0])
+                gm.graph.erase_node(node)
+        return gm  # no gm.recompile(): calling gm still runs the dropout
+    result = run_in_kernel(chapters.get("03.remove_dropout"), remove_dropout, include_hidden=False, seed=0)
+    assert result.points == 0 and "recompile()" in result.reason
