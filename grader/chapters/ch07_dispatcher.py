@@ -173,18 +173,25 @@ def _make_tensor(name: str) -> torch.Tensor:
     raise ValueError(f"unknown tensor spec {name!r}")
 
 
+MODE_GUARDS = {
+    "plain": contextlib.nullcontext,
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+    "autocast_cpu": lambda: torch.autocast("cpu"),
+    "autocast_chip": lambda: torch.autocast("toychip", dtype=torch.bfloat16),
+    "exclude_autograd_cpu": lambda: torch._C._ExcludeDispatchKeyGuard(DispatchKeySet(DispatchKey.AutogradCPU)),
+    # The course's tracer: the Python dispatcher hands every kernel the call's whole key set,
+    # keys above the kernel's own included.
+    "trace_dispatch": toychip.dispatch_trace.recording,
+}
+
+
 @contextlib.contextmanager
 def _enter_mode(mode: str):
-    """The thread-local state a scenario runs under."""
-    guards = {
-        "plain": contextlib.nullcontext,
-        "no_grad": torch.no_grad,
-        "inference_mode": torch.inference_mode,
-        "autocast_cpu": lambda: torch.autocast("cpu"),
-        "autocast_chip": lambda: torch.autocast("toychip", dtype=torch.bfloat16),
-        "exclude_autograd_cpu": lambda: torch._C._ExcludeDispatchKeyGuard(DispatchKeySet(DispatchKey.AutogradCPU)),
-    }
-    with guards[mode]():
+    """The thread-local state a scenario runs under ("autocast_cpu+trace_dispatch": both, in order)."""
+    with contextlib.ExitStack() as stack:
+        for part in mode.split("+"):
+            stack.enter_context(MODE_GUARDS[part]())
         yield
 
 
@@ -253,9 +260,12 @@ EXERCISES.append(Exercise(
 
 PROBE_KEYS = ["AutocastCPU", "AutocastPrivateUse1", "AutogradCPU", "AutogradPrivateUse1", "ADInplaceOrView",
               "CPU", "PrivateUse1"]
+SOME_KEYS_SCENARIOS = [("cpu_requires_grad", "no_grad"), ("inference_cpu", "plain"), ("chip", "autocast_cpu"),
+                       ("cpu", "exclude_autograd_cpu")]
+TRACED_SCENARIOS = [("cpu", "trace_dispatch"), ("chip", "trace_dispatch"), ("cpu", "autocast_cpu+trace_dispatch")]
 PROBE_SCENARIOS = [("cpu", "plain"), ("chip", "plain"), ("cpu", "autocast_cpu"), ("cpu", "inference_mode"),
-                   ("chip", "autocast_chip"), ("cpu_requires_grad", "no_grad"), ("inference_cpu", "plain"),
-                   ("chip", "autocast_cpu"), ("cpu", "exclude_autograd_cpu")]
+                   ("chip", "autocast_chip"), *SOME_KEYS_SCENARIOS, *TRACED_SCENARIOS,
+                   ("chip", "autocast_chip+trace_dispatch")]
 
 
 def _probe_output_problem(x: torch.Tensor, out) -> str | None:
@@ -280,8 +290,14 @@ def _probe_artifact(function, built) -> dict:
         for spec, mode in built["scenarios"]:
             (x,) = _make_tensors(spec)
             log.clear()
-            with _enter_mode(mode):
-                out = probe(x)
+            try:
+                with _enter_mode(mode):
+                    out = probe(x)
+            except RecursionError:
+                return {"error": f"张量 {spec}、模式 {mode} 下调用探针时无限递归（RecursionError）："
+                                 "某个内核 redispatch 之后，调用又回到了已经走过的键。传给 redispatch 的键集合"
+                                 "只能留下优先级比这个内核自己的键低的键（4.4 节）；Python 调度器开启时"
+                                 "（trace_dispatch），内核收到的 keyset 里还有比它高的键。"}
             keys, error = _key_names(list(log), "探针记录的 log")
             if error:
                 return error
@@ -298,7 +314,8 @@ def _probe_case(name: str, keys, scenarios, description: str = "") -> Case:
 
 
 def _probe_designed_cases() -> list[Case]:
-    """Only the autocast keys, then only the autograd keys, each under the modes that reach them."""
+    """Only the autocast keys, then only the autograd keys, each under the modes that reach them;
+    then a subset under the tracer, where a kernel's key set still holds the keys above it."""
     return [
         _probe_case("autocast-keys", ["AutocastCPU", "AutocastPrivateUse1", "ADInplaceOrView", "CPU", "PrivateUse1"],
                     [("cpu", "autocast_cpu"), ("chip", "autocast_chip"), ("chip", "autocast_cpu"),
@@ -306,6 +323,10 @@ def _probe_designed_cases() -> list[Case]:
         _probe_case("autograd-keys", ["AutogradCPU", "AutogradPrivateUse1", "ADInplaceOrView", "CPU", "PrivateUse1"],
                     [("cpu_requires_grad", "no_grad"), ("cpu", "exclude_autograd_cpu"), ("cpu", "inference_mode"),
                      ("chip", "plain")]),
+        _probe_case("traced-some-keys", ["AutocastPrivateUse1", "AutogradCPU", "AutogradPrivateUse1", "CPU",
+                                         "PrivateUse1"],
+                    [("chip", "autocast_chip+trace_dispatch"), ("cpu_requires_grad", "trace_dispatch"),
+                     ("inference_cpu", "trace_dispatch")]),
     ]
 
 
@@ -323,8 +344,11 @@ EXERCISES.append(Exercise(
                     "在 7 个键上都注册了探针：CPU 张量，默认、autocast(cpu)、inference_mode"),
         _probe_case("all-keys-chip", PROBE_KEYS, [("chip", "plain"), ("chip", "autocast_chip")],
                     "在 7 个键上都注册了探针：芯片张量，默认与 autocast(toychip)"),
-        _probe_case("some-keys", ["AutogradCPU", "AutogradPrivateUse1", "CPU", "PrivateUse1"], PROBE_SCENARIOS[5:],
+        _probe_case("some-keys", ["AutogradCPU", "AutogradPrivateUse1", "CPU", "PrivateUse1"], SOME_KEYS_SCENARIOS,
                     "只在部分键上注册：没有内核的键被跳过"),
+        _probe_case("traced", PROBE_KEYS, TRACED_SCENARIOS,
+                    "在 7 个键上都注册了探针，在 trace_dispatch 之下调用（Python 调度器开启，1.2 节；"
+                    "练习后的对比单元格就这样调用）：CPU 张量、芯片张量、autocast(cpu) 里的 CPU 张量"),
     ],
     designed_cases=_probe_designed_cases,
     random_cases=lambda rng: [_random_probe_case(rng, i) for i in range(3)],
@@ -397,8 +421,13 @@ def _fallback_artifact(function, built) -> dict:
         calls.append(str(op))
         return function(op, *args, **kwargs)
 
-    with toychip.use_fallback(counted):
-        results = PROGRAMS[built["program"]](built["x"].to("toychip"))
+    try:
+        with toychip.use_fallback(counted):
+            results = PROGRAMS[built["program"]](built["x"].to("toychip"))
+    except RecursionError:
+        return {"error": f"程序无限递归（RecursionError，最后进入回退函数的是 {calls[-1] if calls else '（无）'}）："
+                         "回退函数在 CPU 上调用 op 时，参数里还有芯片张量，调用又回到了回退函数自己。"
+                         "所有芯片张量都要先拷到 CPU，包括列表/元组里的（例如 torch.cat 的输入）。"}
     tensors = {name: value for name, value in results.items() if isinstance(value, torch.Tensor)}
     return {"tensors": {name: value.cpu() for name, value in tensors.items()},
             "devices": {name: value.device.type for name, value in tensors.items()},
@@ -443,6 +472,7 @@ EXERCISES.append(Exercise(
                        description="用户传入 out=（需要 resize）、sort 的两个 out、原地 cumsum_"),
         _fallback_case("multi", "multi", 3,
                        description="多返回值：sort、max(dim) 与 cummax（其 _cummax_helper 没有返回值，写入两个位置参数）"),
+        _fallback_case("lists", "lists", 4, description="张量列表作参数：torch.cat 与 torch.stack"),
         _fallback_case("boxed-calls", "boxed_calls", 2,
                        description="inference_mode 下用 torch.ops.aten 直接调用 cumsum.out、masked_fill_、"
                                    "sort.values_stable，检查返回的就是被写入的参数本身"),

@@ -4,6 +4,7 @@ correct answers written differently from the references.
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
 """
+import functools
 import math
 
 import numpy as np
@@ -103,6 +104,33 @@ def gelu_float64_from_math_erf():
         if approximate == "tanh":
             return grad * _slope_tanh(a)
         return grad * (0.5 * (1 + erf(a / math.sqrt(2))) + a * np.exp(-0.5 * a * a) / math.sqrt(2 * math.pi))
+    _register_gelu(gelu, gelu_backward)
+
+
+def gelu_numpy_float64_constants():
+    """The formulas with constants computed by NumPy: np.sqrt returns a float64 scalar."""
+    k, root2, root2pi = np.sqrt(2 / np.pi), np.sqrt(2.0), np.sqrt(2 * np.pi)
+
+    def slope(a, approximate):
+        if approximate == "tanh":
+            t = np.tanh(k * (a + TANH_CUBIC * a ** 3))
+            return 0.5 * (1 + t) + 0.5 * a * (1 - t * t) * k * (1 + 3 * TANH_CUBIC * a * a)
+        return 0.5 * (1 + _erf(a / root2)) + a * np.exp(-0.5 * a * a) / root2pi
+
+    def gelu(a, approximate="none"):
+        if approximate == "tanh":
+            return 0.5 * a * (1 + np.tanh(k * (a + TANH_CUBIC * a ** 3)))
+        return 0.5 * a * (1 + _erf(a / root2))
+    _register_gelu(gelu, lambda grad, a, approximate="none": grad * slope(a, approximate))
+
+
+def gelu_in_float64_cast_back():
+    """Computes in float64 and casts the result back to the input's dtype."""
+    def gelu(a, approximate="none"):
+        return _gelu(a.astype(np.float64), approximate).astype(a.dtype)
+
+    def gelu_backward(grad, a, approximate="none"):
+        return _gelu_backward(grad.astype(np.float64), a.astype(np.float64), approximate).astype(a.dtype)
     _register_gelu(gelu, gelu_backward)
 
 
@@ -232,6 +260,28 @@ def probe_returns_its_input(lib, keys, log):
     _install_probe(lib, keys, log, make_kernel)
 
 
+def probe_redispatches_without_own_key(lib, keys, log):
+    def make_kernel(probe, index, name):
+        def kernel(keyset, x):
+            log.append(name)
+            if name in BACKEND_KEYS:
+                return x.clone()
+            return probe.redispatch(keyset.remove(getattr(DispatchKey, name)), x)
+        return kernel
+    _install_probe(lib, keys, log, make_kernel)
+
+
+def probe_redispatches_on_tensor_keys(lib, keys, log):
+    def make_kernel(probe, index, name):
+        def kernel(keyset, x):
+            log.append(name)
+            if name in BACKEND_KEYS:
+                return x.clone()
+            return probe.redispatch(_below(torch._C._dispatch_keys(x), name), x)
+        return kernel
+    _install_probe(lib, keys, log, make_kernel)
+
+
 def probe_logs_highest_key_and_removes_it(lib, keys, log):
     """The key comes from the keyset the dispatcher hands over; the kernel removes it to go on."""
     def make_kernel(probe, index, name):
@@ -261,6 +311,22 @@ class _ProbeKernel:
 
 def probe_reenters_with_key_excluded(lib, keys, log):
     _install_probe(lib, keys, log, lambda probe, index, name: _ProbeKernel(probe, name, log))
+
+
+def _partial_probe_kernel(probe, name, mask, is_backend, log, keyset, x):
+    log.append(name)
+    if is_backend:
+        return torch.empty_like(x).copy_(x)
+    return probe.redispatch(mask & keyset, x)
+
+
+def probe_partial_kernels_with_precomputed_masks(lib, keys, log):
+    """functools.partial kernels; each key's "below me" mask computed once, at registration."""
+    def make_kernel(probe, index, name):
+        key = getattr(DispatchKey, name)
+        return functools.partial(_partial_probe_kernel, probe, name, torch._C._dispatch_keyset_full_after(key),
+                                 key in (DispatchKey.CPU, DispatchKey.PrivateUse1), log)
+    _install_probe(lib, keys, log, make_kernel)
 
 
 # --- 07.boxed_fallback -----------------------------------------------------------------
@@ -313,6 +379,29 @@ def _returns(op, result, written: dict, move=_on_chip):
            for ret in returns]
     out = [chip if chip is not None else move(value) for chip, value in zip(out, results)]
     return tuple(out) if isinstance(result, tuple) else out[0]
+
+
+def _write_back(op, args, kwargs, cpu_args, cpu_kwargs, result, write=_write_into):
+    written = {}
+    for alias, chip, cpu in _written(op, args, kwargs, cpu_args, cpu_kwargs):
+        write(chip, cpu)
+        written[alias] = chip
+    return _returns(op, result, written)
+
+
+def fallback_moves_only_top_level_tensors(op, *args, **kwargs):
+    cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+    cpu_kwargs = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    return _write_back(op, args, kwargs, cpu_args, cpu_kwargs, op(*cpu_args, **cpu_kwargs))
+
+
+def fallback_copies_without_resize(op, *args, **kwargs):
+    return _write_back(op, args, kwargs, *_run_on_cpu(op, args, kwargs), write=lambda chip, cpu: chip.copy_(cpu))
+
+
+def fallback_writes_out_kwargs_only(op, *args, **kwargs):
+    cpu_args, cpu_kwargs, result = _run_on_cpu(op, args, kwargs)
+    return _write_back(op, (), kwargs, (), cpu_kwargs, result)
 
 
 def fallback_results_only(op, *args, **kwargs):
@@ -420,6 +509,36 @@ def fallback_matching_returns_by_identity(op, *args, **kwargs):
     return back(result)
 
 
+def fallback_collects_writes_before_running(op, *args, **kwargs):
+    """Finds the written arguments' places before the CPU call; .to("cpu") through nested lists."""
+    def move(value):
+        if isinstance(value, torch.Tensor) and value.device.type == "toychip":
+            return value.to("cpu")
+        if isinstance(value, (list, tuple)):
+            return type(value)(move(v) for v in value)
+        return value
+
+    places = [(("kw", arg.name) if arg.kwarg_only or i >= len(args) else ("pos", i), arg.alias_info.before_set)
+              for i, arg in enumerate(op._schema.arguments) if arg.alias_info is not None and arg.alias_info.is_write]
+    cpu_args, cpu_kwargs = [move(a) for a in args], {k: move(v) for k, v in kwargs.items()}
+    result = op(*cpu_args, **cpu_kwargs)
+    by_alias = {}
+    for (kind, where), alias in places:
+        chip = args[where] if kind == "pos" else kwargs.get(where)
+        if isinstance(chip, torch.Tensor):
+            cpu = cpu_args[where] if kind == "pos" else cpu_kwargs[where]
+            if list(chip.size()) != list(cpu.size()):
+                chip.resize_(cpu.size())
+            by_alias[frozenset(alias)] = chip.copy_(cpu)
+    if not op._schema.returns:
+        return None
+    values = result if isinstance(result, tuple) else (result,)
+    back = tuple(by_alias.get(frozenset(ret.alias_info.before_set)) if ret.alias_info is not None else None
+                 for ret in op._schema.returns)
+    back = tuple(b if b is not None else v.to("toychip") for b, v in zip(back, values))
+    return back if isinstance(result, tuple) else back[0]
+
+
 # --- 07.bias_gelu ----------------------------------------------------------------------
 
 def _tanh_slope_torch(a):
@@ -489,6 +608,56 @@ def bias_gelu_chip_kernel_in_torch(namespace):
 
 def bias_gelu_returns_nothing(namespace):
     _define_bias_gelu(namespace)
+
+
+def bias_gelu_without_chip_kernel(namespace):
+    return _define_bias_gelu(namespace, chip=None)
+
+
+def bias_gelu_unreduced_bias_grad(namespace):
+    """Returns grad_x as bias's gradient too: the engine sums it to bias's shape."""
+    return _define_bias_gelu(namespace, reduce=lambda grad, bias: grad)
+
+
+def bias_gelu_functional_api_in_opmath(namespace):
+    """torch.library.custom_op(name, fn) without the decorator; the CPU implementation in float32 for
+    16-bit inputs; saves x + bias; bias's gradient by reshape(-1, n).sum(0); in-place NumPy on the chip."""
+    name = f"{namespace}::bias_gelu"
+
+    def implementation(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        a = x + bias
+        z = a.float() if a.dtype in (torch.float16, torch.bfloat16) else a
+        return (0.5 * z * (1 + torch.tanh(SQRT_2_OVER_PI * (z + TANH_CUBIC * z ** 3)))).to(a.dtype)
+
+    torch.library.custom_op(name, implementation, mutates_args=())
+    torch.library.register_fake(name, lambda x, bias: x.new_empty(x.shape))
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0] + inputs[1])
+        ctx.bias_numel = inputs[1].numel()
+
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        grad_a = grad * _tanh_slope_torch(a)
+        return grad_a, grad_a.reshape(-1, ctx.bias_numel).sum(0)
+
+    torch.library.register_autograd(name, backward, setup_context=setup_context)
+
+    def fused(x, bias):
+        a = np.add(x, bias)
+        inner = a * a
+        inner *= TANH_CUBIC
+        inner += 1.0
+        inner *= a
+        inner *= SQRT_2_OVER_PI
+        np.tanh(inner, out=inner)
+        inner += 1.0
+        inner *= a
+        inner *= 0.5
+        return inner
+
+    torch.library.register_kernel(name, "toychip", toychip.chip_kernel(name, fused))
+    return getattr(getattr(torch.ops, namespace), "bias_gelu")
 
 
 def bias_gelu_with_library_functions(namespace):
@@ -564,6 +733,8 @@ WRONG_ANSWERS = [
      "the kernel wrapper casts the result to the tensor's dtype, so returning float64 costs nothing"),
     ("07.gelu_native", gelu_approximate_always_passed,
      "the dispatcher always passes approximate, so the kernel needs no default for it"),
+    ("07.gelu_native", gelu_numpy_float64_constants,
+     "a NumPy scalar such as np.sqrt(2 / np.pi) mixes with a float32 array like a Python float and keeps it float32"),
     ("07.dispatch_keys", keys_ignoring_thread_local_state,
      "a call's keys are the tensors' own keys: the thread-local include and exclude sets play no part"),
     ("07.dispatch_keys", keys_in_printed_order,
@@ -578,6 +749,12 @@ WRONG_ANSWERS = [
      "a kernel defined in a for loop remembers the key name the loop had when it was defined"),
     ("07.probe_path", probe_returns_its_input,
      "a probe changes nothing, so the backend kernel may return x itself instead of a copy"),
+    ("07.probe_path", probe_redispatches_without_own_key,
+     "the keys below mine are the call's key set without my own key (keyset.remove(my key))"),
+    ("07.probe_path", probe_logs_highest_key_and_removes_it,
+     "the key set a kernel receives has the kernel's own key as its highest, so that key names the kernel"),
+    ("07.probe_path", probe_redispatches_on_tensor_keys,
+     "the keys below mine come from the tensor's own key set; the keyset argument adds nothing to it"),
     ("07.boxed_fallback", fallback_results_only,
      "a fallback only has to return the op's results; the arguments the op writes update themselves"),
     ("07.boxed_fallback", fallback_positional_writes_only,
@@ -592,6 +769,12 @@ WRONG_ANSWERS = [
      "an op writes at most one argument, so the first written argument is the only one to copy back"),
     ("07.boxed_fallback", fallback_writes_by_op_name,
      "an op's name says what it writes: a trailing underscore writes self, an out= variant writes out"),
+    ("07.boxed_fallback", fallback_moves_only_top_level_tensors,
+     "tensors are arguments of their own; a list argument holds no chip tensors that need moving"),
+    ("07.boxed_fallback", fallback_copies_without_resize,
+     "copy_ resizes its destination to the source's shape, as an out= kernel does"),
+    ("07.boxed_fallback", fallback_writes_out_kwargs_only,
+     "only out= arguments are written; an in-place op's self already holds its new values"),
     ("07.bias_gelu", bias_gelu_without_fake,
      "custom_op needs only the real implementation; compilers and opcheck can trace into it"),
     ("07.bias_gelu", bias_gelu_exact_backward,
@@ -608,6 +791,8 @@ WRONG_ANSWERS = [
      "the chip kernel can be the same torch code as the CPU implementation; it runs on chip tensors anyway"),
     ("07.bias_gelu", bias_gelu_returns_nothing,
      "@custom_op registers the op globally, so the function need not return it"),
+    ("07.bias_gelu", bias_gelu_without_chip_kernel,
+     "the decorated function is registered for every backend, so the chip needs no kernel of its own"),
 ]
 
 RIGHT_ANSWERS = [
@@ -615,16 +800,24 @@ RIGHT_ANSWERS = [
      "tanh form as a sigmoid, erf from math.erf element by element (cast back to the input's dtype)"),
     ("07.gelu_native", gelu_kernels_from_a_table,
      "formulas looked up in a dict by approximate, taken from **kwargs; sech² as 1/cosh²"),
-    ("07.probe_path", probe_logs_highest_key_and_removes_it,
-     "logs keyset.highestPriorityTypeId() and redispatches with keyset.remove(it)"),
+    ("07.gelu_native", gelu_in_float64_cast_back,
+     "computes in float64 and casts the result back to the input's dtype"),
     ("07.probe_path", probe_reenters_with_key_excluded,
      "callable kernel objects that call the op again under an ExcludeDispatchKeyGuard of their key"),
+    ("07.probe_path", probe_partial_kernels_with_precomputed_masks,
+     "functools.partial kernels, each key's mask computed at registration, empty_like + copy_ for the copy"),
     ("07.boxed_fallback", fallback_with_pytree_and_named_arguments,
      "pytree.tree_map_only, arguments bound by schema name, resize_ on every write, a list for several returns"),
     ("07.boxed_fallback", fallback_matching_returns_by_identity,
      "matches returns to written arguments by the identity of the CPU tensors instead of alias sets"),
+    ("07.boxed_fallback", fallback_collects_writes_before_running,
+     "locates the written arguments before the CPU call, .to('cpu'), returns looked up by alias set"),
     ("07.bias_gelu", bias_gelu_with_library_functions,
      "torch.library.register_fake/kernel/autograd by name, new_empty fake, aten::gelu_backward, torch.ops packet"),
     ("07.bias_gelu", bias_gelu_by_formula_and_sigmoid,
      "formulas written out, sigmoid on the chip, empty with explicit dtype/device, sum over leading dims"),
+    ("07.bias_gelu", bias_gelu_unreduced_bias_grad,
+     "returns grad_x unreduced as bias's gradient; autograd's engine sums it to bias's shape"),
+    ("07.bias_gelu", bias_gelu_functional_api_in_opmath,
+     "torch.library.custom_op(name, fn) and register_* by name, float32 opmath on CPU, in-place NumPy kernel"),
 ]
