@@ -70,7 +70,7 @@ def port_model() -> None:
         return a * np.clip(a + 3, 0, 6) / 6
 
     def hardswish_backward(grad, a):
-        return grad * np.where(a < -3, 0, np.where(a <= 3, a / 3 + 0.5, 1)).astype(a.dtype)
+        return grad * np.where(a <= -3, 0, np.where(a < 3, a / 3 + 0.5, 1)).astype(a.dtype)
 
     def leaky_relu(a, negative_slope=0.01):
         return np.where(a > 0, a, a * negative_slope).astype(a.dtype)

@@ -9,10 +9,11 @@ nothing here reads the wall clock.
 """
 from __future__ import annotations
 
-import builtins
 import contextlib
 import importlib
+import importlib.abc
 import importlib.metadata
+import importlib.util
 import random
 import re
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from packaging.version import InvalidVersion, Version
 
 import toychip
 from course_models import ch08_models as models
@@ -333,12 +335,14 @@ EXERCISES.append(Exercise(
         _partition_case("cumsum-middle", "cumsum_middle", 0, 8, 16, "cumsum 没有芯片内核，夹在两段芯片算子中间"),
         _partition_case("two-branches", "two_branches", 1, 6, 12, "flip 没有芯片内核，在两条分支中的一条上"),
         _partition_case("side-input", "side_input", 2, 8, 16, "cumsum 没有芯片内核，只读图的输入，结果加到芯片算子链的末尾"),
+        _partition_case("multi-output-node", "norm_branches", 9, 6, 12,
+                        "native_layer_norm 有三个结果（由 getitem 节点取出）；flip 没有芯片内核"),
     ],
     designed_cases=lambda: [
         _partition_case("all-chip", "all_chip", 3, 6, 12),
         _partition_case("two-cpu-ops", "sandwich", 4, 8, 16),
         _partition_case("residual-after-cpu", "residual_after_cpu", 5, 4, 8),
-        _partition_case("multi-output-node", "norm_branches", 6, 8, 16),
+        _partition_case("multi-output-node-wide", "norm_branches", 6, 8, 16),
         _partition_case("two-branches-wide", "two_branches", 7, 12, 8),
         _partition_case("side-input-small", "side_input", 8, 4, 8),
     ],
@@ -415,36 +419,54 @@ EXERCISES.append(Exercise(
 
 # --- 08.autoload_package -----------------------------------------------------------------
 
+class _ServeHidden(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers an import of a hidden module with the module object it already was: importing
+    it puts it back in ``sys.modules`` without running it a second time (toychip renames
+    PrivateUse1 when it runs, which a process can do only once)."""
+
+    def __init__(self, hidden: dict):
+        self.hidden = hidden
+
+    def find_spec(self, fullname, path=None, target=None):
+        return importlib.util.spec_from_loader(fullname, self) if fullname in self.hidden else None
+
+    def create_module(self, spec):
+        return self.hidden[spec.name]
+
+    def exec_module(self, module):
+        pass
+
+
 @contextlib.contextmanager
-def _imports_recorded(site: Path, name: str):
-    """Inside the block, ``site`` is on the path and every module imported (``import``
-    statements, ``__import__``, ``importlib.import_module``) is appended to the list it
-    yields; afterwards the package ``name`` is forgotten again. toychip is already
-    imported in this process, so an ``import toychip`` is recorded without re-running it."""
-    imported: list[str] = []
-    real_import, real_import_module = builtins.__import__, importlib.import_module
-
-    def spy_import(module, *args, **kwargs):
-        imported.append(module)
-        return real_import(module, *args, **kwargs)
-
-    def spy_import_module(module, *args, **kwargs):
-        imported.append(module)
-        return real_import_module(module, *args, **kwargs)
-
+def _chip_not_yet_imported(site: Path, name: str):
+    """Inside the block, ``site`` is on the path and toychip looks not imported yet, as in a
+    fresh interpreter (it is missing from ``sys.modules``; importing it, by any means, puts it
+    back); afterwards toychip is as it was and the package ``name`` is forgotten again."""
+    hidden = {m: module for m, module in sys.modules.items() if _is_chip_module(m)}
+    specs = {m: module.__spec__ for m, module in hidden.items()}
+    finder = _ServeHidden(hidden)
+    for module in hidden:
+        del sys.modules[module]
+    sys.meta_path.insert(0, finder)
     sys.path.insert(0, str(site))
-    builtins.__import__, importlib.import_module = spy_import, spy_import_module
     try:
-        yield imported
+        yield
     finally:
-        builtins.__import__, importlib.import_module = real_import, real_import_module
         sys.path.remove(str(site))
+        sys.meta_path.remove(finder)
+        for module, spec in specs.items():
+            sys.modules[module] = hidden[module]
+            hidden[module].__spec__ = spec
         for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             del sys.modules[module]
 
 
-def _loads_chip(imported: list[str]) -> bool:
-    return any(m == "toychip" or m.startswith("toychip.") for m in imported)
+def _is_chip_module(module: str) -> bool:
+    return module == "toychip" or module.startswith("toychip.")
+
+
+def _chip_imported() -> bool:
+    return "toychip" in sys.modules
 
 
 def _entry_points(site: Path) -> list:
@@ -452,8 +474,17 @@ def _entry_points(site: Path) -> list:
 
 
 def _project_facts(site: Path, name: str, files: dict) -> dict:
+    """``[project]``'s name and version as setuptools validates them (PEP 621: strings; the
+    version PEP 440's)."""
     project = tomllib.loads(files["pyproject"])["project"]
-    return {"project_name": str(project.get("name", "")), "version": str(project.get("version", ""))}
+    facts = {key: {"missing": key not in project, "string": isinstance(project.get(key), str),
+                   "text": str(project.get(key, ""))} for key in ("name", "version")}
+    try:
+        Version(facts["version"]["text"])
+        facts["version"]["pep440"] = True
+    except InvalidVersion:
+        facts["version"]["pep440"] = False
+    return {"project": facts}
 
 
 def _group_facts(site: Path, name: str, files: dict) -> dict:
@@ -465,8 +496,9 @@ def _target_facts(site: Path, name: str, files: dict) -> dict:
 
 
 def _package_facts(site: Path, name: str, files: dict) -> dict:
-    """Import the package and call its ``_autoload``, as the entry point's loader would."""
-    with _imports_recorded(site, name) as imported:
+    """Import the package and call its ``_autoload``, as the entry point's loader would, where
+    toychip is not imported yet."""
+    with _chip_not_yet_imported(site, name):
         try:
             autoload = getattr(importlib.import_module(name), "_autoload", None)
             if not callable(autoload):
@@ -474,21 +506,24 @@ def _package_facts(site: Path, name: str, files: dict) -> dict:
             autoload()
         except Exception as error:
             return {"problem": f"导入包 {name} 或调用 _autoload() 时出错（{type(error).__name__}: {str(error)[:200]}）。"}
-    return {"problem": "" if _loads_chip(imported) else "调用 _autoload() 之后 toychip 仍然没有被导入。"}
+        loaded = _chip_imported()
+    return {"problem": "" if loaded else "在 toychip 还没有被导入的进程里调用 _autoload() 之后，toychip 仍然没有被导入。"}
 
 
 def _import_torch_facts(site: Path, name: str, files: dict) -> dict:
     """What ``torch._import_device_backends`` does at ``import torch`` -- load and call every
-    ``torch.backends`` entry point -- for the distributions on ``site`` only, in this process."""
+    ``torch.backends`` entry point -- for the distributions on ``site`` only, in this process,
+    with toychip not imported yet as at a fresh ``import torch``."""
     entry_points = [ep for ep in _entry_points(site) if ep.group == "torch.backends"]
-    with _imports_recorded(site, name) as imported:
+    with _chip_not_yet_imported(site, name):
         try:
             for ep in entry_points:
                 ep.load()()
         except Exception as error:
             return {"loaded": False, "result": f"import torch 会失败：加载入口点时出错（{type(error).__name__}: "
                                                f"{str(error)[:200]}）"}
-    if not _loads_chip(imported):
+        loaded = _chip_imported()
+    if not loaded:
         return {"loaded": False, "result": "import torch 之后 toychip 没有被加载"}
     return {"loaded": True, "result": f"{torch.randn(2, device='toychip').device} {torch.toychip.device_count()}"}
 
@@ -531,17 +566,34 @@ def _distribution_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _compare_project(name: str, project: dict) -> Verdict:
+    """name and version as pip (through setuptools) accepts them, the name the package's."""
+    project_name, version = project["name"], project["version"]
+    if project_name["missing"] or version["missing"]:
+        return Verdict(False, "pyproject 的 [project] 表要有 name（就是包名）和 version（例如 \"0.1\"）："
+                              "pip 用它们给安装的包命名（*.dist-info 目录），importlib.metadata 也靠它们找到包。",
+                       "name 与 version 都有", f"缺少 {'name' if project_name['missing'] else 'version'}")
+    for key, value in (("name", project_name), ("version", version)):
+        if not value["string"]:
+            return Verdict(False, f"[project] 的 {key} 必须是 TOML 字符串（带引号，例如 version = \"0.1\"）："
+                                  f"PEP 621 这样规定，pip 构建时 setuptools 会拒绝（`project.{key}` must be string）。",
+                           f'{key} = "..."', f"{key} = {value['text']}（不是字符串）")
+    if _distribution_name(project_name["text"]) != _distribution_name(name):
+        return Verdict(False, "[project] 的 name 应是包名（按 PEP 503 规范化后比较）：pip 用它给安装的包命名。",
+                       repr(name), repr(project_name["text"]))
+    if not version["pep440"]:
+        return Verdict(False, "[project] 的 version 不符合 PEP 440（例如 \"0.1\"、\"1.0.post1\"），setuptools 会拒绝。",
+                       '"0.1"', repr(version["text"]))
+    return PASS
+
+
 def _compare_autoload(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
     name, aspect = got["name"], got["aspect"]
     if aspect == "project":
-        if _distribution_name(got["project_name"]) != _distribution_name(name) or not got["version"]:
-            return Verdict(False, "pyproject 的 [project] 表要有 name（就是包名）和 version（例如 \"0.1\"）："
-                                  "pip 用它们给安装的包命名（*.dist-info 目录），importlib.metadata 也靠它们找到包。",
-                           f"name = {name!r}, version 非空",
-                           f"name = {got['project_name']!r}, version = {got['version']!r}")
-    elif aspect == "entry-point-group":
+        return _compare_project(name, got["project"])
+    if aspect == "entry-point-group":
         if "torch.backends" not in got["groups"]:
             return Verdict(False, "没有声明在 torch.backends 组里的入口点：import torch 只看这个组。组名里有点号，"
                                   "TOML 的表头要写成 [project.entry-points.\"torch.backends\"]（带引号）。",
@@ -581,14 +633,28 @@ EXERCISES.append(Exercise(
 
 # --- 08.port_model -----------------------------------------------------------------------
 
+def _train_net(built: dict) -> dict:
+    """Two training steps of the capstone's net (``built`` names its channels and activations)."""
+    torch.manual_seed(built["seed"])
+    model = models.make_port_net(built["channels"], tuple(built["acts"]))
+    return models.train_steps(model, built["x"], built["y"], "toychip")
+
+
+def _activation_at(built: dict) -> dict:
+    """One activation module's output and input gradient on the chip, at ``built["x"]``."""
+    x = built["x"].to("toychip").requires_grad_()
+    y = models.ACTIVATIONS[built["act"]]()(x)
+    y.backward(built["grad"].to("toychip"))
+    return {"act": built["act"], "output": y.detach().cpu(), "input_grad": x.grad.cpu()}
+
+
 def _port_artifact(function, built) -> dict:
+    run = _activation_at if "act" in built else _train_net
     with toychip.kernel_scope():
         function()
-        torch.manual_seed(built["seed"])
-        model = models.make_port_net(built["channels"], tuple(built["acts"]))
         try:
             with toychip.strict(), toychip.profile() as p:
-                results = models.train_steps(model, built["x"], built["y"], "toychip")
+                results = run(built)
         except toychip.FallbackError as error:
             return {"error": f"toychip.strict() 报错：{error}。这个算子还没有芯片内核：用 toychip.register_kernel 注册它"
                              "（报错里若是 .out、.grad_input 这样的 out 变体，给题目表格里的函数式算子注册内核即可，"
@@ -598,9 +664,25 @@ def _port_artifact(function, built) -> dict:
     return results
 
 
+def _compare_activation(expected, got) -> Verdict:
+    module = f"nn.{models.ACTIVATIONS[got['act']]()!r}"
+    verdict = compare_outputs(expected["output"], got["output"])
+    if not verdict.ok:
+        return Verdict(False, f"{module} 在分段的端点处及两侧的前向输出与 PyTorch 的 CPU 内核不一致。",
+                       verdict.expected, verdict.got)
+    verdict = compare_outputs(expected["input_grad"], got["input_grad"])
+    if not verdict.ok:
+        return Verdict(False, f"{module} 在分段的端点处及两侧的输入梯度（反向内核的结果）与 PyTorch 的 CPU 内核不一致："
+                              "对照表格看每一段在端点处是开还是闭（端点上的导数取哪一段的），"
+                              "以及反向内核返回的是不是 grad_output 乘以导数。", verdict.expected, verdict.got)
+    return PASS
+
+
 def _compare_port(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
+    if "act" in got:
+        return _compare_activation(expected, got)
     for key, label in (("loss", "损失"), ("grads", "梯度"), ("params", "更新后的参数"), ("buffers", "BatchNorm 的运行统计量")):
         verdict = compare_outputs(expected[key], got[key], label=f"训练两步后的{label}")
         if not verdict.ok:
@@ -614,26 +696,56 @@ def _port_case(name: str, seed: int, channels: int, acts, description: str = "")
         "x": torch.randn(6, 3, 8, 8), "y": torch.randint(0, 5, (6,))}), description)
 
 
+# Where each activation's pieces meet: torch's CPU kernels decide which piece owns the end point.
+PIECE_ENDS = {"hardswish": (-3.0, 3.0), "leaky_relu": (0.0,), "leaky_relu_0.3": (0.0,), "relu6": (0.0, 6.0),
+              "hardtanh": (-0.5, 2.0)}
+
+
+def _at_piece_ends(act: str) -> list[float]:
+    """Every end point of ``act``'s pieces, and points just beside it and well inside each piece
+    (exact in float32)."""
+    return [end + step for end in PIECE_ENDS[act] for step in (-1.5, -0.25, 0.0, 0.25, 1.5)]
+
+
+def _ends_case(name: str, act: str, seed: int, mixed: bool = False, description: str = "") -> Case:
+    """``act`` at its pieces' end points, with a random output gradient; ``mixed``: as many
+    random points again, all shuffled into two rows."""
+    def build() -> dict:
+        rng, points = random.Random(seed), _at_piece_ends(act)
+        if mixed:
+            points += [round(rng.uniform(-8.0, 8.0), 3) for _ in points]
+            rng.shuffle(points)
+        x = torch.tensor(points).reshape(2 if mixed else 1, -1)
+        return {"act": act, "x": x, "grad": torch.randn(x.shape)}
+    return Case(name, seeded_build(seed, build), description)
+
+
 EXERCISES.append(Exercise(
     id="08.port_model", title="完整适配案例：把一个卷积网络移植到芯片上 (capstone)", function="port_model",
     points=4,
     public_cases=lambda: [
         _port_case("hardswish+leaky", 0, 4, ("hardswish", "leaky_relu"), "Hardswish 与 LeakyReLU(0.1)"),
         _port_case("relu6+hardtanh", 1, 6, ("relu6", "hardtanh"), "ReLU6 与 Hardtanh(-0.5, 2.0)"),
+        _ends_case("ends-hardswish", "hardswish", 10, description="Hardswish 在 −3、3 与两侧的输出和梯度"),
+        _ends_case("ends-leaky0.3", "leaky_relu_0.3", 11, description="LeakyReLU(0.3) 在 0 与两侧的输出和梯度"),
+        _ends_case("ends-relu6", "relu6", 12, description="ReLU6 在 0、6 与两侧的输出和梯度"),
+        _ends_case("ends-hardtanh", "hardtanh", 13, description="Hardtanh(-0.5, 2.0) 在 −0.5、2 与两侧的输出和梯度"),
     ],
     designed_cases=lambda: [
         _port_case("leaky0.3+hardswish", 2, 3, ("leaky_relu_0.3", "hardswish")),
         _port_case("hardtanh+leaky", 3, 8, ("hardtanh", "leaky_relu")),
         _port_case("hardswish+relu6", 4, 4, ("hardswish", "relu6")),
+        *(_ends_case(f"ends-mixed-{act}", act, 20 + i, mixed=True)
+          for i, act in enumerate(["hardswish", "leaky_relu", "relu6", "hardtanh"])),
     ],
     random_cases=lambda rng: [
-        _port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]),
-                   rng.sample(sorted(models.ACTIVATIONS), 2))
-        for i in range(2)
+        *(_port_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([3, 4, 8]),
+                     rng.sample(sorted(models.ACTIVATIONS), 2)) for i in range(2)),
+        _ends_case("hidden-ends", rng.choice(sorted(models.ACTIVATIONS)), rng.randrange(10**6), mixed=True),
     ],
     produce=_port_artifact, compare=_compare_port,
     performance=PerformanceGoal(lambda facts: facts["time_us"], 1.05,
-                                "两步训练的模拟时间不应超过参考实现的 1.05 倍（每个激活前向、反向各一次内核启动）"),
+                                "模拟时间不应超过参考实现的 1.05 倍（每个激活前向、反向各一次内核启动）"),
     hint="strict 模式报出的算子：hardswish / hardswish_backward、leaky_relu / leaky_relu_backward"
          "（参数 negative_slope、self_is_result）、hardtanh / hardtanh_backward（min_val、max_val；ReLU6 也走它）。"
          "每个用 toychip.register_kernel('aten::名字', numpy 函数) 注册。",

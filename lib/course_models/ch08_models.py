@@ -128,6 +128,12 @@ def chip_graph(program: str, x: torch.Tensor, w: torch.Tensor) -> fx.GraphModule
     return make_fx(PROGRAMS[program], tracing_mode="fake")(x.to("toychip"), w.to("toychip"))
 
 
+def _getitem_left_out(node: fx.Node, island) -> fx.Node | None:
+    """A getitem of ``node``'s outputs left outside ``island`` (the fuser would accept it:
+    the rule that a multi-output node and its getitems stay together is checked here)."""
+    return next((user for user in node.users if user.target is operator.getitem and user.name not in island), None)
+
+
 def run_partitioned(gm: fx.GraphModule, islands, inputs) -> dict:
     """Fuse each island (a list of node names) into one chip program, run the graph on the
     chip; nodes outside every island run eagerly (chip kernels, or the CPU fallback)."""
@@ -154,6 +160,10 @@ def run_partitioned(gm: fx.GraphModule, islands, inputs) -> dict:
             if node.target is operator.getitem and node.args[0].name not in island:
                 return {"error": f"节点 {name} 取多输出节点 {node.args[0].name} 的一个结果（getitem），"
                                  f"它要和 {node.args[0].name} 在同一个岛里（或者两个都不进岛）。"}
+            if (getitem := _getitem_left_out(node, island)) is not None:
+                return {"error": f"多输出节点 {name}（{node.target}）在岛里，但取它结果的 getitem 节点 {getitem.name} "
+                                 "不在这个岛里：getitem 要和它的多输出节点在同一个岛里（或者两个都不进岛），"
+                                 "没有使用者的 getitem 也一样。"}
             seen.add(name)
             members.append(node)
         if not validate_partition(members):

@@ -6,7 +6,9 @@ that are graded in the sandbox, where the solutions are hidden.
 """
 import bisect
 import json
+import operator
 import re
+from collections import defaultdict
 
 import numpy as np
 import torch
@@ -60,6 +62,20 @@ def best_fit_power_of_two_classes(free_blocks, size):
 
 def best_fit_latest_on_ties(free_blocks, size):
     return min(_fitting(free_blocks, size), key=lambda i: (free_blocks[i], -i), default=None)
+
+
+def best_fit_index_among_fitting(free_blocks, size):
+    fitting = [block for block in free_blocks if block >= size]
+    return fitting.index(min(fitting)) if fitting else None
+
+
+def best_fit_by_numpy_argmin(free_blocks, size):
+    if not free_blocks:
+        return None
+    blocks = np.asarray(free_blocks, dtype=np.int64)
+    waste = np.where(blocks >= size, blocks - size, np.iinfo(np.int64).max)
+    best = int(np.argmin(waste))
+    return best if blocks[best] >= size else None
 
 
 def best_fit_by_bisect(free_blocks, size):
@@ -116,6 +132,16 @@ def yaml_whole_library(ops):
     return _yaml(["flip", "roll", "cumsum", "tril", "triu", "sign", "atan", "sinh", "log1p", "expm1"])
 
 
+def yaml_with_functional_too(ops):
+    names = []
+    for op in ops:
+        name = op.removeprefix("aten::").removesuffix(".default")
+        for declared in (name.split(".")[0], name):
+            if declared not in names:
+                names.append(declared)
+    return _yaml(names)
+
+
 def yaml_from_op_schemas(ops):
     names = []
     for op in ops:
@@ -129,6 +155,19 @@ def yaml_by_regex(ops):
     names = [re.sub(r"\.default$", "", re.fullmatch(r"aten::(\S+)", op)[1]) for op in ops]
     lines = ["# toychip's vendor ops", "backend: 'PrivateUse1'", "cpp_namespace: \"toychip\"", "supported:"]
     return "\n".join(lines + [f"- '{name}'" for name in reversed(names)])
+
+
+def yaml_flow_list_keys_reordered(ops):
+    pattern = re.compile(r"^(?:\w+::)?(?P<name>\w+)(?:\.(?P<overload>\w+))?$")
+    names = set()
+    for op in ops:
+        match = pattern.match(op.strip())
+        overload = match["overload"]
+        names.add(match["name"] if overload in (None, "default") else f"{match['name']}.{overload}")
+    body = ", ".join(f'"{name}"' for name in sorted(names))
+    return ("cpp_namespace: toychip   # C++ namespace of the wrappers\n"
+            f"supported: [{body}]\n"
+            "backend: PrivateUse1     # the dispatch key\n")
 
 
 # --- 08.compile_partitioning --------------------------------------------------------------
@@ -215,6 +254,65 @@ def merge_into_users_in_reverse(gm):
     return _merge_greedily(list(reversed(_supported_nodes(gm))), lambda node: node.users)
 
 
+def _partitioner_islands(gm):
+    partitioner = CapabilityBasedPartitioner(gm, ChipSupport(), allows_single_node_partition=True)
+    return [list(partition.nodes) for partition in partitioner.propose_partitions()]
+
+
+def islands_without_getitems(gm):
+    return [[n.name for n in island if n.target is not operator.getitem] for island in _partitioner_islands(gm)]
+
+
+def islands_without_unused_getitems(gm):
+    return [[n.name for n in island if n.target is not operator.getitem or n.users] for island in _partitioner_islands(gm)]
+
+
+def islands_of_nodes_not_names(gm):
+    return _partitioner_islands(gm)
+
+
+def join_first_chip_producer(gm):
+    island_of, islands = {}, []
+    for node in _supported_nodes(gm):
+        home = next((island_of[n] for n in node.all_input_nodes if n in island_of), None)
+        if home is None:
+            home = len(islands)
+            islands.append([])
+        island_of[node] = home
+        islands[home].append(node.name)
+    return islands
+
+
+def _islands_by_level(gm, level):
+    """The chip nodes grouped by ``level`` (a dict over all nodes), lowest level first."""
+    support, groups = ChipSupport(), defaultdict(list)
+    for node in gm.graph.nodes:
+        if support.is_node_supported(None, node):
+            groups[level[node]].append(node.name)
+    return [groups[k] for k in sorted(groups)]
+
+
+def islands_as_early_as_possible(gm):
+    support, level = ChipSupport(), {}
+    for node in gm.graph.nodes:
+        level[node] = max((level[a] + (support.is_node_supported(None, a) and not support.is_node_supported(None, node))
+                           for a in node.all_input_nodes), default=0)
+    return _islands_by_level(gm, level)
+
+
+def islands_by_cpu_crossings_from_outputs(gm):
+    """A path that leaves an island through a CPU node comes back only at a lower level, so
+    the chip nodes of one level form an island; a getitem goes with its producer."""
+    support, level = ChipSupport(), {}
+    for node in reversed(gm.graph.nodes):
+        level[node] = -max((-level[u] + (support.is_node_supported(None, u) and not support.is_node_supported(None, node))
+                            for u in node.users if u.op != "output"), default=0)
+    for node in gm.graph.nodes:
+        if node.target is operator.getitem:
+            level[node] = level[node.args[0]]
+    return _islands_by_level(gm, level)
+
+
 def partitioner_default_options(gm):
     partitions = CapabilityBasedPartitioner(gm, ChipSupport()).propose_partitions()
     return [{node.name for node in partition.nodes} for partition in partitions]
@@ -283,6 +381,39 @@ def autoload_without_version(name):
                     project=f'name = "{name}"\n')
 
 
+def autoload_version_as_number(name):
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n',
+                    project=f'name = "{name}"\nversion = 0.1\n')
+
+
+def autoload_dynamic_version(name):
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n',
+                    project=f'name = "{name}"\ndynamic = ["version"]\n')
+
+
+def autoload_empty_hook_like_toychip(name):
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n',
+                    module='def _autoload():\n    """Nothing left to do, as toychip._autoload."""\n')
+
+
+def autoload_import_without_hook(name):
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n',
+                    module="import toychip  # importing the plugin loads the chip\n")
+
+
+def autoload_guarded_import(name):
+    module = ("import sys\n\n\ndef _autoload():\n"
+              "    if \"toychip\" not in sys.modules:  # torch calls every entry point at import\n"
+              "        import toychip\n")
+    return _package(name, f'[project.entry-points."torch.backends"]\ntoychip = "{name}:_autoload"\n', module=module)
+
+
+def autoload_inline_table(name):
+    pyproject = (f"[project]\nname = '{name}'\nversion = '1.0'\n"
+                 f"entry-points.\"torch.backends\" = {{ {name} = '{name}:_autoload' }}\n")
+    return {"pyproject": pyproject, "module": "__all__ = ['_autoload']\n\n\ndef _autoload():\n    __import__('toychip')\n"}
+
+
 def autoload_dotted_keys(name):
     project = (f'name = "{name.replace("_", "-")}"\nversion = "2.13.0"\n'
                f'entry-points."torch.backends".my_chip = "{name}:_autoload"\n')
@@ -307,7 +438,7 @@ def _hardswish(a):
 
 
 def _hardswish_derivative(a):
-    return np.where(a < -3, 0, np.where(a <= 3, a / 3 + 0.5, 1)).astype(a.dtype)
+    return np.where(a <= -3, 0, np.where(a < 3, a / 3 + 0.5, 1)).astype(a.dtype)
 
 
 def _leaky_relu(a, negative_slope=0.01):
@@ -359,6 +490,45 @@ def port_hardswish_backward_without_product_rule():
                "hardswish_backward": lambda grad, a: grad * np.clip(a + 3, 0, 6) / 6})
 
 
+def port_slope_of_demo_net():
+    _register({**FORWARD, **BACKWARD,
+               "leaky_relu": lambda a, negative_slope=0.01: _leaky_relu(a, 0.1),
+               "leaky_relu_backward": lambda grad, a, negative_slope, self_is_result:
+                   np.where(a > 0, grad, grad * 0.1).astype(grad.dtype)})
+
+
+def port_leaky_backward_like_relu():
+    _register({**FORWARD, **BACKWARD,
+               "leaky_relu_backward": lambda grad, a, negative_slope, self_is_result:
+                   np.where(a > 0, grad, 0).astype(grad.dtype)})
+
+
+def port_hardtanh_as_relu6_only():
+    _register({**FORWARD, **BACKWARD,
+               "hardtanh": lambda a, min_val=-1.0, max_val=1.0: _hardtanh(a, 0.0, 6.0),
+               "hardtanh_backward": lambda grad, a, min_val, max_val: grad * _hardtanh_inside(a, 0.0, 6.0)})
+
+
+def port_relu6_own_op():
+    _register({**{name: fn for name, fn in {**FORWARD, **BACKWARD}.items() if name != "hardtanh_backward"},
+               "relu6": lambda a: np.clip(a, 0, 6)})
+
+
+def port_hardtanh_gradient_on_closed_range():
+    _register({**FORWARD, **BACKWARD, "hardtanh_backward": lambda grad, a, min_val, max_val:
+               np.where((a >= min_val) & (a <= max_val), grad, 0).astype(grad.dtype)})
+
+
+def port_hardswish_middle_piece_closed():
+    _register({**FORWARD, **BACKWARD, "hardswish_backward": lambda grad, a:
+               grad * np.where(a < -3, 0, np.where(a <= 3, a / 3 + 0.5, 1)).astype(a.dtype)})
+
+
+def port_leaky_gradient_one_at_zero():
+    _register({**FORWARD, **BACKWARD, "leaky_relu_backward": lambda grad, a, negative_slope, self_is_result:
+               np.where(a >= 0, grad, grad * negative_slope).astype(grad.dtype)})
+
+
 def port_backward_input_first():
     _register({**FORWARD, **{name: (lambda fn: lambda a, grad, *rest: fn(grad, a, *rest))(fn)
                              for name, fn in BACKWARD.items()}})
@@ -369,7 +539,7 @@ def port_with_masks_and_overloads():
         return a * np.minimum(np.maximum(a + 3, 0), 6) / 6
 
     def hardswish_backward(grad_output, x):
-        slope = np.select([x < -3, x > 3], [0.0, 1.0], default=x / 3 + 0.5)
+        slope = np.select([x <= -3, x >= 3], [0.0, 1.0], default=x / 3 + 0.5)
         return (grad_output * slope).astype(grad_output.dtype)
 
     def leaky_relu(x, negative_slope):
@@ -397,7 +567,7 @@ def port_in_float64():
         return a * np.clip(a + 3, 0, 6) / 6
 
     def hardswish_backward(grad, a):
-        return grad.astype(np.float64) * np.piecewise(a.astype(np.float64), [a < -3, a > 3],
+        return grad.astype(np.float64) * np.piecewise(a.astype(np.float64), [a <= -3, a >= 3],
                                                       [0.0, 1.0, lambda x: x / 3 + 0.5])
 
     def leaky_relu(a, negative_slope=0.01):
@@ -417,6 +587,62 @@ def port_in_float64():
                "hardtanh": hardtanh, "hardtanh_backward": hardtanh_backward})
 
 
+def port_with_mask_arithmetic():
+    aten = torch.ops.aten
+
+    def hardswish(a):
+        return (a * np.minimum(np.maximum(a + 3.0, 0.0), 6.0) / 6.0).astype(a.dtype, copy=False)
+
+    def hardswish_backward(grad_output, a):
+        middle, upper = (a > -3.0) & (a < 3.0), a >= 3.0
+        return (grad_output * (middle * (a / 3.0 + 0.5) + upper * 1.0)).astype(a.dtype, copy=False)
+
+    def leaky_relu(a, negative_slope=0.01):
+        positive = a > 0
+        return (a * positive + a * negative_slope * ~positive).astype(a.dtype, copy=False)
+
+    def leaky_relu_backward(grad_output, a, negative_slope, self_is_result):
+        positive = a > 0
+        return (grad_output * (positive + negative_slope * ~positive)).astype(a.dtype, copy=False)
+
+    def hardtanh(a, min_val=-1.0, max_val=1.0):
+        return np.minimum(np.maximum(a, min_val), max_val).astype(a.dtype, copy=False)
+
+    def hardtanh_backward(grad_output, a, min_val, max_val):
+        return (grad_output * ((a > min_val) & (a < max_val))).astype(a.dtype, copy=False)
+
+    for op, fn in ((aten.hardswish.default, hardswish), (aten.hardswish_backward.default, hardswish_backward),
+                   (aten.leaky_relu.default, leaky_relu), (aten.leaky_relu_backward.default, leaky_relu_backward),
+                   (aten.hardtanh.default, hardtanh), (aten.hardtanh_backward.default, hardtanh_backward)):
+        toychip.register_kernel(op, fn)
+
+
+def port_with_default_suffixed_names():
+    def hardswish(a):
+        return np.select([a <= -3, a >= 3], [np.zeros_like(a), a], a * (a + 3) / 6)
+
+    def hardswish_backward(g, a):
+        return g * np.piecewise(a.astype(np.float64), [a <= -3, (a > -3) & (a < 3), a >= 3],
+                                [0.0, lambda v: v / 3 + 0.5, 1.0])
+
+    def leaky_relu(a, negative_slope=0.01):
+        return np.maximum(a, 0) + negative_slope * np.minimum(a, 0)
+
+    def leaky_relu_backward(g, a, negative_slope, self_is_result):
+        return g * np.where(a > 0, 1.0, negative_slope)
+
+    def hardtanh(a, min_val=-1, max_val=1):
+        return np.select([a < min_val, a > max_val], [np.full_like(a, min_val), np.full_like(a, max_val)], a)
+
+    def hardtanh_backward(g, a, min_val, max_val):
+        return g * ((a > min_val) & (a < max_val)).astype(g.dtype)
+
+    for op, fn in {"aten::hardswish.default": hardswish, "aten::hardswish_backward.default": hardswish_backward,
+                   "aten::leaky_relu.default": leaky_relu, "aten::leaky_relu_backward.default": leaky_relu_backward,
+                   "aten::hardtanh.default": hardtanh, "aten::hardtanh_backward.default": hardtanh_backward}.items():
+        toychip.register_kernel(op, fn)
+
+
 WRONG_ANSWERS = [
     ("08.allocator_policy", first_fit,
      "the first cached block big enough is as good as any (first-fit splits a big block a later request needs whole)"),
@@ -432,6 +658,8 @@ WRONG_ANSWERS = [
      "splitting a block more than twice the request's size only fragments memory, so ask the device instead"),
     ("08.allocator_policy", best_fit_power_of_two_classes,
      "size classes are powers of two, so a request needs a cached block of at least the next power of two"),
+    ("08.allocator_policy", best_fit_index_among_fitting,
+     "the index to return is the chosen block's position among the blocks that fit"),
     ("08.yaml_registration", yaml_with_default_suffix,
      "the YAML names keep ATen's '.default' suffix"),
     ("08.yaml_registration", yaml_with_device_name,
@@ -452,6 +680,8 @@ WRONG_ANSWERS = [
      "str.lstrip('aten::') removes the prefix 'aten::' (it strips those characters: atan -> '')"),
     ("08.yaml_registration", yaml_whole_library,
      "the YAML declares everything the vendor library offers, whatever ops are asked for"),
+    ("08.yaml_registration", yaml_with_functional_too,
+     "an overload (.out, .Scalar, .dim) needs its op's functional form declared beside it"),
     ("08.compile_partitioning", one_island_per_node,
      "every chip node can be an island of its own: fusion happens anyway"),
     ("08.compile_partitioning", all_supported_in_one_island,
@@ -462,6 +692,16 @@ WRONG_ANSWERS = [
      "chip nodes joined by an edge belong to one island; a path through a CPU node does not matter"),
     ("08.compile_partitioning", merge_into_producers_in_order,
      "merging each node into its producers' island in topological order finds the largest islands"),
+    ("08.compile_partitioning", join_first_chip_producer,
+     "joining the island of a node's first chip producer can never make a cycle"),
+    ("08.compile_partitioning", islands_as_early_as_possible,
+     "any cycle-free grouping is as good: each chip node goes into the earliest island it can"),
+    ("08.compile_partitioning", islands_without_getitems,
+     "getitem is not a real op, so it can stay outside the island of the node it reads"),
+    ("08.compile_partitioning", islands_without_unused_getitems,
+     "a getitem nobody uses is dead code and may be left out of its producer's island"),
+    ("08.compile_partitioning", islands_of_nodes_not_names,
+     "an island is a list of the fx.Node objects themselves"),
     ("08.op_report", report_keeps_overloads,
      "overloads are separate rows: add.Tensor and add.Scalar are not merged"),
     ("08.op_report", report_share_of_kernels_only,
@@ -480,6 +720,14 @@ WRONG_ANSWERS = [
      "_autoload names the backend module and torch imports it"),
     ("08.autoload_package", autoload_without_version,
      "[project] needs only a name; the version is optional"),
+    ("08.autoload_package", autoload_version_as_number,
+     "a version like 0.1 can be a TOML number"),
+    ("08.autoload_package", autoload_dynamic_version,
+     "the version can be left to the build tool with dynamic = [\"version\"]"),
+    ("08.autoload_package", autoload_empty_hook_like_toychip,
+     "_autoload can be empty like toychip._autoload: being called is what loads the chip"),
+    ("08.autoload_package", autoload_import_without_hook,
+     "importing the package loads the chip, so it needs no _autoload function"),
     ("08.port_model", port_forward_only,
      "forward kernels are enough: autograd derives the backward on the chip"),
     ("08.port_model", port_fixed_slope,
@@ -492,25 +740,51 @@ WRONG_ANSWERS = [
      "the derivative of a*clip(a+3,0,6)/6 is clip(a+3,0,6)/6 (product rule forgotten)"),
     ("08.port_model", port_backward_input_first,
      "a backward kernel takes the input first, like its forward: (self, grad_output, ...)"),
+    ("08.port_model", port_slope_of_demo_net,
+     "LeakyReLU's slope is the notebook net's 0.1, so it can be written into the kernels"),
+    ("08.port_model", port_leaky_backward_like_relu,
+     "leaky_relu's backward is relu's: negative inputs get no gradient"),
+    ("08.port_model", port_hardtanh_as_relu6_only,
+     "hardtanh is ReLU6's op, so it clips to [0, 6] whatever min_val and max_val say"),
+    ("08.port_model", port_relu6_own_op,
+     "nn.ReLU6 dispatches to aten::relu6, so hardtanh's backward is not needed"),
+    ("08.port_model", port_hardtanh_gradient_on_closed_range,
+     "hardtanh passes the gradient on the closed range [lo, hi], its ends included"),
+    ("08.port_model", port_hardswish_middle_piece_closed,
+     "hardswish's middle piece a/3+1/2 holds on the closed range [-3, 3], its ends included"),
+    ("08.port_model", port_leaky_gradient_one_at_zero,
+     "leaky_relu's gradient at 0 is 1, as x >= 0 counts as the positive side"),
 ]
 
 RIGHT_ANSWERS = [
     ("08.allocator_policy", best_fit_latest_on_ties, "best-fit with ties going to the later block, via min(key=)"),
     ("08.allocator_policy", best_fit_by_bisect, "best-fit by bisecting the blocks sorted by size"),
+    ("08.allocator_policy", best_fit_by_numpy_argmin, "best-fit as NumPy argmin of the waste, masked blocks too small"),
     ("08.yaml_registration", yaml_from_op_schemas,
      "names from the ops' schemas (torch.ops), sorted, written as JSON (a YAML subset)"),
     ("08.yaml_registration", yaml_by_regex,
      "regex, quoted scalars, a comment, unindented list in reverse order"),
+    ("08.yaml_registration", yaml_flow_list_keys_reordered,
+     "a flow-style sorted set of names, keys in another order, trailing comments"),
     ("08.compile_partitioning", merge_into_users_in_reverse,
      "hand-written: reverse topological merge into users' islands with a path check"),
     ("08.compile_partitioning", partitioner_default_options,
      "CapabilityBasedPartitioner with its default allows_single_node_partition=False, islands as sets"),
+    ("08.compile_partitioning", islands_by_cpu_crossings_from_outputs,
+     "no merging: chip nodes grouped by the number of CPU crossings on their paths to the outputs"),
     ("08.autoload_package", autoload_dotted_keys,
      "dotted keys inside [project], a hyphenated project name, importlib.import_module, another key"),
     ("08.autoload_package", autoload_imports_at_module_level,
      "imports toychip at module level (_autoload does nothing more), single-quoted TOML strings"),
+    ("08.autoload_package", autoload_guarded_import,
+     "_autoload imports toychip only if sys.modules does not have it yet"),
+    ("08.autoload_package", autoload_inline_table,
+     "the entry points as an inline table under a dotted key, __import__ in _autoload"),
     ("08.port_model", port_with_masks_and_overloads,
      "OpOverload objects instead of names, np.select / np.minimum / boolean masks"),
     ("08.port_model", port_in_float64,
      "computes and returns float64 (the chip's kernel wrapper casts results back by type promotion), np.piecewise"),
+    ("08.port_model", port_with_mask_arithmetic, "boolean masks multiplied in, OpOverload objects, dtype kept with astype"),
+    ("08.port_model", port_with_default_suffixed_names,
+     "names with '.default', np.select / np.piecewise / np.maximum+np.minimum formulations"),
 ]
