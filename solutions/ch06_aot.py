@@ -131,26 +131,28 @@ def min_save_set(problem):
 
 
 def decomposition_table():
-    """A decomposition table that lowers the activations to mm, + - * /, neg, exp, log, reciprocal."""
+    """A decomposition table that lowers the activations to the small chip's ops (``ALLOWED_OPS``),
+    right for every argument of the ATen ops it replaces (softplus's ``beta`` and
+    ``threshold``, gelu's ``approximate``) and for inputs where ``exp`` overflows."""
     aten = torch.ops.aten
 
     def sigmoid(x):
-        return torch.reciprocal(torch.exp(torch.neg(x)) + 1)
+        return torch.reciprocal(torch.exp(torch.neg(x)) + 1)  # exp(-x) = inf gives 0, not inf/inf
 
     def tanh(x):
         return 2 * sigmoid(2 * x) - 1
 
     def softplus(x, beta=1, threshold=20):
-        return torch.log(torch.exp(x * beta) + 1) / beta
+        scaled = x * beta
+        return torch.where(scaled > threshold, x, torch.log(torch.exp(scaled) + 1) / beta)
 
     def gelu(x, approximate="none"):
-        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1 + tanh(inner))
+        if approximate == "tanh":
+            inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+            return 0.5 * x * (1 + tanh(inner))
+        return 0.5 * x * (1 + torch.erf(x * 0.7071067811865476))
 
-    def log_sigmoid_forward(x):
-        return torch.neg(softplus(torch.neg(x))), torch.empty(0)
-
-    table = get_decompositions([aten.silu, aten.mish, aten.log_sigmoid_forward])
+    table = get_decompositions([aten.silu, aten.mish])
     table.update({aten.sigmoid.default: sigmoid, aten.tanh.default: tanh,
                   aten.softplus.default: softplus, aten.gelu.default: gelu})
     return table

@@ -1,9 +1,11 @@
 """Programs and measurements for chapter 06 (AOTAutograd).
 
-* :func:`run_mlp` interprets a *program*: two matmuls with a chain of cheap pointwise
-  steps between them, ending in a scalar loss. Steps are plain data, so the grader can
-  draw random programs from a seed and ship them to the sandbox (a ``partial`` of a
-  module-level function pickles).
+* :func:`run_mlp` interprets a *program*: two matmuls with a chain of steps between
+  them (cheap pointwise ones, and a softmax), ending in a scalar loss. Steps are plain
+  data, so the grader can draw random programs from a seed and ship them to the sandbox
+  (a ``partial`` of a module-level function pickles). :func:`run_glu` is a gated linear
+  unit in ``nn.Linear``'s layout, whose backward reads views: half of a matmul's output
+  and the transposed weights.
 * :func:`chip_step` compiles one program for the toy chip with a chosen AOTAutograd
   partitioner and runs forward + backward under the simulated clock: loss, gradients,
   simulated time, launches, device memory held between forward and backward, and peak.
@@ -12,7 +14,8 @@
 * Min-cut problems: :func:`random_joint_problem` draws a small joint graph as plain data,
   :func:`recomputable` / :func:`save_cost` judge a choice of values to save, and
   :func:`brute_force_min_cost` finds the optimum by trying every subset.
-* :func:`run_activations` and :data:`ALLOWED_OPS`: the decomposition exercise's programs
+* :func:`run_activations`, :func:`edge_inputs` and :data:`ALLOWED_OPS`: the decomposition
+  exercise's programs, inputs that reach where activations overflow or switch formula,
   and the op set a small chip accepts.
 """
 from __future__ import annotations
@@ -26,7 +29,7 @@ import torch.nn.functional as F
 
 # --------------------------------------------------------------------- programs
 
-STEP_KINDS = ("tanh", "sigmoid", "gauss", "relu", "scale", "residual", "gate")
+STEP_KINDS = ("tanh", "sigmoid", "gauss", "relu", "scale", "residual", "gate", "softmax")
 
 
 def run_mlp(steps, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -34,8 +37,9 @@ def run_mlp(steps, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch
 
     Each step appends one value computed from the last one: ``("tanh",)``, ``("sigmoid",)``,
     ``("relu",)``, ``("gauss",)`` (``exp(-v*v)``), ``("scale", c)``, ``("residual", i)``
-    (``v + values[i]``) and ``("gate", i)`` (``v * sigmoid(values[i])``), where
-    ``values[0]`` is ``h``. Every op between the two matmuls is pointwise.
+    (``v + values[i]``), ``("gate", i)`` (``v * sigmoid(values[i])``) and ``("softmax",)``
+    (over the last dimension), where ``values[0]`` is ``h``. Every step but softmax is
+    pointwise; softmax reduces each row, so a partitioner should not count it as cheap.
     """
     values = [x @ w1]
     for step in steps:
@@ -54,6 +58,8 @@ def run_mlp(steps, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch
             values.append(v + values[step[1]])
         elif kind == "gate":
             values.append(v * torch.sigmoid(values[step[1]]))
+        elif kind == "softmax":
+            values.append(torch.softmax(v, dim=-1))
         else:
             raise ValueError(f"unknown step {step!r}")
     return torch.tanh(values[-1] @ w2).mean()
@@ -82,6 +88,23 @@ def mlp_inputs(batch: int = 32, width: int = 64, out: int = 16) -> tuple[torch.T
     """``(x, w1, w2)`` from the current RNG, scaled so activations stay in a useful range."""
     return (torch.randn(batch, width), torch.randn(width, width) / width ** 0.5,
             torch.randn(width, out) / width ** 0.5)
+
+
+def run_glu(x: torch.Tensor, w_in: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
+    """A gated linear unit with weights laid out as in ``nn.Linear``: ``a, b`` are the two
+    halves of ``F.linear(x, w_in)``, then ``tanh(F.linear(a * sigmoid(b), w_out)).mean()``.
+
+    Autograd saves ``a`` (a view of half of a storage that stays alive whole) and the
+    transposed weights (views of the inputs, no new memory).
+    """
+    a, b = F.linear(x, w_in).chunk(2, dim=-1)
+    return torch.tanh(F.linear(a * torch.sigmoid(b), w_out)).mean()
+
+
+def glu_inputs(batch: int = 8, width: int = 16, out: int = 4) -> tuple[torch.Tensor, ...]:
+    """``(x, w_in, w_out)`` for :func:`run_glu` from the current RNG."""
+    return (torch.randn(batch, width), torch.randn(2 * width, width) / width ** 0.5,
+            torch.randn(out, width) / width ** 0.5)
 
 
 # Chapter 06's running example: two matmuls with a GELU-like chain between them.
@@ -162,15 +185,19 @@ def chip_step(fn, inputs, partition_fn=None) -> dict:
 
 # --------------------------------------------------------------------- min-cut problems
 
+INPUT_BYTES = 1024  # x and w of a random problem: real sizes, though keeping them costs nothing
+
+
 def random_joint_problem(rng: random.Random, size: int = 10) -> dict:
     """A small joint graph's forward half as plain data (see :func:`recomputable`).
 
-    ``nodes`` maps each forward value to its bytes (inputs first, 0 bytes: they are kept
-    anyway); ``edges`` are producer -> consumer pairs; ``expensive`` values (matmuls)
-    must not be recomputed; ``needed`` values are read by the backward.
+    ``nodes`` maps each forward value to its bytes (inputs first: they stay in memory
+    anyway, so saving them costs nothing); ``edges`` are producer -> consumer pairs;
+    ``expensive`` values (matmuls) must not be recomputed; ``needed`` values are read
+    by the backward.
     """
     inputs = ["x", "w"]
-    nodes = {name: 0 for name in inputs}
+    nodes = {name: INPUT_BYTES for name in inputs}
     edges, expensive = [], []
     for i in range(size):
         name = f"v{i}"
@@ -212,8 +239,8 @@ def recomputable(problem: dict, saved) -> bool:
 
 
 def save_cost(problem: dict, saved) -> int:
-    """Bytes of the saved values (each counted once; inputs cost nothing)."""
-    return sum(problem["nodes"][n] for n in set(saved))
+    """Bytes of the saved values (each counted once; inputs cost nothing: they are in memory anyway)."""
+    return sum(problem["nodes"][n] for n in set(saved) if n not in problem["inputs"])
 
 
 def brute_force_min_cost(problem: dict) -> int:
@@ -230,7 +257,7 @@ def brute_force_min_cost(problem: dict) -> int:
 
 # A small joint graph for chapter 06's min-cut figure: mm -> tanh -> mul -> exp -> sum.
 EXAMPLE_PROBLEM = {
-    "nodes": {"x": 0, "w": 0, "mm": 512, "tanh": 512, "mul": 512, "exp": 512, "sum": 4},
+    "nodes": {"x": 512, "w": 1024, "mm": 512, "tanh": 512, "mul": 512, "exp": 512, "sum": 4},
     "edges": [["x", "mm"], ["w", "mm"], ["mm", "tanh"], ["tanh", "mul"], ["mm", "mul"],
               ["mul", "exp"], ["exp", "sum"]],
     "inputs": ["x", "w"], "expensive": ["mm"], "needed": ["tanh", "mul", "exp"],
@@ -239,31 +266,43 @@ EXAMPLE_PROBLEM = {
 
 # --------------------------------------------------------------------- decompositions
 
-ACTIVATIONS = ("sigmoid", "silu", "softplus", "tanh", "mish", "gelu_tanh")
+# An activation step is a name, or a name with positional arguments: ("softplus", beta, threshold).
+ACTIVATION_FUNCTIONS = {
+    "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu, "mish": F.mish, "softplus": F.softplus,
+    "gelu": F.gelu, "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
+}
+ACTIVATIONS = tuple(ACTIVATION_FUNCTIONS)
 
-# The ops a small chip accepts: one matmul and a handful of pointwise kernels.
+# The ops a small chip accepts: one matmul, a handful of pointwise kernels, erf, comparisons
+# with a scalar and a select.
 ALLOWED_OPS = frozenset({
     "aten.mm.default", "aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor",
-    "aten.neg.default", "aten.exp.default", "aten.log.default", "aten.reciprocal.default",
+    "aten.neg.default", "aten.exp.default", "aten.log.default", "aten.reciprocal.default", "aten.erf.default",
+    "aten.gt.Scalar", "aten.ge.Scalar", "aten.lt.Scalar", "aten.le.Scalar", "aten.where.self",
 })
 
+# Inputs where activations overflow (exp(100) is inf in float32), switch formula (softplus's
+# threshold; 2.5 is the threshold 5 at beta 2 exactly) or pass through zero.
+EDGE_VALUES = (-100.0, -30.0, -20.5, -5.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.5, 3.0, 5.0, 20.5, 30.0, 100.0)
 
-def run_activations(names, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``x @ w`` followed by the named activations, each applied to the previous value."""
+
+def run_activations(steps, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w`` followed by the activation steps, each applied to the previous value."""
     v = x @ w
-    for name in names:
-        if name == "gelu_tanh":
-            v = F.gelu(v, approximate="tanh")
-        elif name in ("sigmoid", "tanh"):
-            v = getattr(torch, name)(v)
-        else:
-            v = getattr(F, name)(v)
+    for step in steps:
+        name, *args = (step,) if isinstance(step, str) else step
+        v = ACTIVATION_FUNCTIONS[name](v, *args)
     return v
 
 
-def activation_program(names) -> functools.partial:
-    """``run_activations`` with its names bound: a picklable ``fn(x, w)``."""
-    return functools.partial(run_activations, list(names))
+def edge_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, w)`` with ``x @ w`` exactly :data:`EDGE_VALUES` (twice): ``w`` is the identity."""
+    return torch.tensor(EDGE_VALUES * 2).reshape(4, 8), torch.eye(8)
+
+
+def activation_program(steps) -> functools.partial:
+    """``run_activations`` with its steps bound: a picklable ``fn(x, w)``."""
+    return functools.partial(run_activations, list(steps))
 
 
 def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
