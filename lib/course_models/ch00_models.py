@@ -215,7 +215,11 @@ class ColdStartWorkload:
 
     def __call__(self, *args):
         self.calls += 1
-        _sleep(self.cold_s if self.calls <= self.cold_calls else self.steady_s)
+        _sleep(self.call_s(self.calls))
+
+    def call_s(self, n: int) -> float:
+        """The true cost of the ``n``-th call (1-based)."""
+        return self.cold_s if n <= self.cold_calls else self.steady_s
 
     @property
     def disturbance_s(self) -> float:
@@ -234,10 +238,8 @@ class PausingWorkload(ColdStartWorkload):
         super().__init__(steady_s, 0, 0.0)
         self.period, self.pause_s = period, pause_s
 
-    def __call__(self, *args):
-        super().__call__(*args)
-        if self.calls % self.period == 0:
-            _sleep(self.pause_s)
+    def call_s(self, n: int) -> float:
+        return self.steady_s + (self.pause_s if n % self.period == 0 else 0.0)
 
     @property
     def disturbance_s(self) -> float:
@@ -254,8 +256,7 @@ class AsyncDevice(ColdStartWorkload):
 
     def __call__(self, *args):
         self.calls += 1
-        cost = self.cold_s if self.calls <= self.cold_calls else self.steady_s
-        self.busy_until = max(self.busy_until, time.perf_counter()) + cost
+        self.busy_until = max(self.busy_until, time.perf_counter()) + self.call_s(self.calls)
 
     def synchronize(self) -> None:
         _sleep(self.busy_until - time.perf_counter())
@@ -291,12 +292,31 @@ class BatchedAttentionScores(nn.Module):
         return torch.bmm(torch.softmax(scores, dim=-1), v)
 
 
+class RowNormalize(nn.Module):
+    """Centre each row and scale it by its largest magnitude: two reductions with
+    ``keepdim`` whose results are broadcast back over the rows."""
+
+    def forward(self, x):
+        centered = x - x.mean(dim=-1, keepdim=True)
+        return centered / (centered.abs().amax(dim=-1, keepdim=True) + 1.0)
+
+
+class BiasReluSum(nn.Module):
+    """``relu(2x + bias)`` written in place (``add_``, ``relu_``), summed over the batch:
+    in-place kernels, a broadcast bias and a reduction."""
+
+    def forward(self, x, bias):
+        h = x * 2.0
+        h.add_(bias)
+        return h.relu_().sum(dim=0)
+
+
 def _mlp(batch: int, widths: tuple[int, ...]):
     return RandomMLP(list(widths)).eval(), (torch.randn(batch, widths[0]),)
 
 
-def _pointwise(n: int, steps: int):
-    return PointwiseSteps(steps), (torch.randn(n),)
+def _pointwise(n: int, steps: int, dtype: torch.dtype = torch.float32):
+    return PointwiseSteps(steps), (torch.randn(n, dtype=dtype),)
 
 
 def _matmul(m: int, k: int, n: int):
@@ -307,8 +327,16 @@ def _attention(batch: int, seq: int, dim: int):
     return BatchedAttentionScores(), tuple(torch.randn(batch, seq, dim) for _ in range(3))
 
 
+def _normalize(rows: int, cols: int):
+    return RowNormalize(), (torch.randn(rows, cols),)
+
+
+def _inplace(batch: int, features: int):
+    return BiasReluSum(), (torch.randn(batch, features), torch.randn(features))
+
+
 CHIP_WORKLOADS: dict[str, Callable] = {"mlp": _mlp, "pointwise": _pointwise, "matmul": _matmul,
-                                       "attention": _attention}
+                                       "attention": _attention, "normalize": _normalize, "inplace": _inplace}
 
 
 def chip_workload(kind: str, params: tuple) -> tuple[nn.Module, tuple]:

@@ -2,8 +2,9 @@
 
 Each class shows one thing TorchScript does or does not handle: a Python-bool flag (trace
 refuses it), a tensor flag and a data-dependent loop (trace bakes one path in), NumPy
-inside ``forward`` (trace bakes a constant, script refuses it), branches on tensor values
-(the migration to ``torch.cond``).
+inside ``forward`` (trace bakes a constant, script refuses it), a branch on ``x.dim()`` and
+a cast to ``x.dtype`` (trace bakes the example's shape rank and dtype), branches on tensor
+values (the migration to ``torch.cond``).
 """
 from __future__ import annotations
 
@@ -77,6 +78,32 @@ class NumpyActivation(nn.Module):
     def forward(self, x):
         h = self.fc(x)
         return h + torch.from_numpy(np.tanh(x.detach().numpy()))
+
+
+class BatchFirst(nn.Module):
+    """Adds a batch dimension to a single sample: a branch on ``x.dim()`` that tracing bakes
+    in silently (no TracerWarning), changing the output's shape but not its values."""
+
+    def __init__(self, dim: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        if x.dim() == 1:
+            x = x.unsqueeze(0)
+        return self.fc(x)
+
+
+class KeepsInputDtype(nn.Module):
+    """Computes in float32 and returns the input's dtype: tracing bakes ``x.dtype`` in, so the
+    traced program returns the example's dtype, with the same values."""
+
+    def __init__(self, dim: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.fc(x.float()).to(x.dtype)
 
 
 class ConvBNReLU(nn.Module):
@@ -160,19 +187,35 @@ class RoutedExperts(nn.Module):
         return first, bool(h.abs().max() > self.limit)
 
 
-def inputs_taking_every_route(model: RoutedExperts, rows: int = 3, per_route: int = 1) -> list[torch.Tensor]:
-    """Inputs (global RNG) such that each ``if`` of ``model`` goes both ways, every route if possible."""
+def router_checks(model: RoutedExperts, rows: int = 3, candidates: int = 2000,
+                  margin: tuple[float, float] = (0.005, 0.05)) -> list[torch.Tensor]:
+    """Inputs (global RNG) that take every route ``model`` takes on random data, and for
+    each ``if`` one just above and one just below its threshold (by ``margin``: far
+    enough that rounding cannot flip the branch, near enough to tell the model's threshold
+    from another one).
+
+    Raises ValueError when no input takes both branches of each ``if``.
+    """
     dim = model.proj.in_features
-    found: dict[tuple[bool, bool], list[torch.Tensor]] = {}
-    for attempt in range(400):
-        x = torch.randn(rows, dim) * (1 + attempt % 5) * (-1) ** attempt
-        route = model.routes(x)
-        if len(found.setdefault(route, [])) < per_route:
-            found[route].append(x)
-    first, second = {r[0] for r in found}, {r[1] for r in found}
-    if first != {True, False} or second != {True, False}:
-        raise ValueError(f"no inputs take both branches of each if: routes {sorted(found)}")
-    return [x for route in sorted(found) for x in found[route]]
+    spread = torch.logspace(-1, 1, candidates).view(-1, 1, 1)
+    xs = torch.randn(candidates, rows, dim) * spread + torch.randn(candidates, 1, 1) * 0.5
+    with torch.no_grad():
+        h = torch.tanh(model.proj(xs))
+        mean = h.mean(dim=(1, 2))
+        first = mean > model.threshold
+        h = torch.where(first.view(-1, 1, 1), model.expert_a(h) + xs, model.expert_b(h) * 0.5)
+        peak = h.abs().amax(dim=(1, 2))
+    second = peak > model.limit
+    if len(set(first.tolist())) < 2 or len(set(second.tolist())) < 2:
+        raise ValueError("no inputs take both branches of each if")
+    route = first.long() * 2 + second.long()
+    picked = [int(torch.nonzero(route == r)[0]) for r in range(4) if bool((route == r).any())]
+    low, high = margin
+    for value, threshold in ((mean, model.threshold), (peak, model.limit)):
+        for band in (value - threshold, threshold - value):
+            near = torch.nonzero((band > low) & (band < high))
+            picked += [int(near[0])] if len(near) else []
+    return [xs[i] for i in dict.fromkeys(picked)]
 
 
 # Source of a TorchScript function with a loop around a branch (chapter 02's IR example).

@@ -1,13 +1,20 @@
-"""Plausible wrong answers to chapter 02's exercises, each with the belief it embodies; the checks must reject each one."""
+"""Chapter 02's catalogue: plausible wrong answers, each with the belief it embodies, and
+correct answers written differently from the reference.
+
+Self-contained (no import of the references): tests paste this module into notebooks
+that are graded in the sandbox, where the solutions are hidden.
+"""
+import copy
+import math
 from collections import Counter
 from typing import Optional
 
 import torch
 import torch.nn as nn
 
+# --- 02.trace_divergence --------------------------------------------------------------
 
 def find_divergent_exact(traced, eager, inputs):
-    """Compares with ``torch.equal``: a frozen program that only changed the last bits counts as divergent."""
     divergent = []
     with torch.no_grad():
         for index, args in enumerate(inputs):
@@ -21,15 +28,114 @@ def find_divergent_exact(traced, eager, inputs):
 
 
 def find_divergent_unguarded(traced, eager, inputs):
-    """Uses a tolerance but lets an exception from the traced program escape."""
     with torch.no_grad():
         return [i for i, args in enumerate(inputs)
                 if not torch.allclose(traced(*args), eager(*args), atol=1e-5, rtol=1e-4)]
 
 
+def find_divergent_skipping_failures(traced, eager, inputs):
+    divergent = []
+    with torch.no_grad():
+        for index, args in enumerate(inputs):
+            try:
+                got = traced(*args)
+            except RuntimeError:
+                continue
+            expected = eager(*args)
+            if got.shape != expected.shape or got.dtype != expected.dtype \
+                    or not torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
+                divergent.append(index)
+    return divergent
+
+
+def find_divergent_default_tolerance(traced, eager, inputs):
+    divergent = []
+    with torch.no_grad():
+        for index, args in enumerate(inputs):
+            expected = eager(*args)
+            try:
+                got = traced(*args)
+            except Exception:
+                divergent.append(index)
+                continue
+            if got.shape != expected.shape or got.dtype != expected.dtype or not torch.allclose(got, expected):
+                divergent.append(index)
+    return divergent
+
+
+def find_divergent_absolute_tolerance(traced, eager, inputs):
+    divergent = []
+    with torch.no_grad():
+        for index, args in enumerate(inputs):
+            expected = eager(*args)
+            try:
+                got = traced(*args)
+            except Exception:
+                divergent.append(index)
+                continue
+            if got.shape != expected.shape or got.dtype != expected.dtype \
+                    or (got - expected).abs().max() > 1e-5:
+                divergent.append(index)
+    return divergent
+
+
+def find_divergent_without_shape_check(traced, eager, inputs):
+    divergent = []
+    with torch.no_grad():
+        for index, args in enumerate(inputs):
+            try:
+                if not torch.allclose(traced(*args), eager(*args), atol=1e-5, rtol=1e-4):
+                    divergent.append(index)
+            except Exception:
+                divergent.append(index)
+    return divergent
+
+
+def find_divergent_without_dtype_check(traced, eager, inputs):
+    divergent = []
+    with torch.no_grad():
+        for index, args in enumerate(inputs):
+            expected = eager(*args)
+            try:
+                got = traced(*args)
+            except RuntimeError:
+                divergent.append(index)
+                continue
+            if got.shape != expected.shape or not torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
+                divergent.append(index)
+    return divergent
+
+
+def find_divergent_with_assert_close(traced, eager, inputs):
+    divergent = []
+    with torch.no_grad():
+        for index, args in enumerate(inputs):
+            try:
+                torch.testing.assert_close(traced(*args), eager(*args), atol=1e-5, rtol=1e-4)
+            except Exception:
+                divergent.append(index)
+    return divergent
+
+
+def _agrees(traced, eager, args) -> bool:
+    expected = eager(*args)
+    try:
+        got = traced(*args)
+    except Exception:
+        return False
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        return False
+    return bool(((got - expected).abs() <= 1e-5 + 1e-4 * expected.abs()).all())
+
+
+def find_divergent_with_explicit_bound(traced, eager, inputs):
+    with torch.no_grad():
+        return [index for index, args in reversed(list(enumerate(inputs))) if not _agrees(traced, eager, args)]
+
+
+# --- 02.make_scriptable -----------------------------------------------------------------
+
 def make_scriptable_by_tracing(model):
-    """Traces instead of scripting: NumPy's result becomes a constant, one branch is baked in,
-    and the optional ``temperature`` argument disappears."""
     return torch.jit.trace(model, torch.randn(3, model.fc1.in_features), check_trace=False)
 
 
@@ -47,8 +153,62 @@ class _GateWithoutTemperature(nn.Module):
 
 
 def make_scriptable_without_temperature(model):
-    """Scripts fine, but drops the untyped ``temperature=None`` argument instead of typing it."""
     return torch.jit.script(_GateWithoutTemperature(model))
+
+
+class _GateTensorTemperature(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        self.fc1, self.fc2, self.scale = source.fc1, source.fc2, float(source.scale)
+
+    def forward(self, x, temperature: Optional[torch.Tensor] = None):
+        h = self.fc1(x) / self.scale
+        if temperature is not None:
+            h = h / temperature
+        gate = torch.tanh(h)
+        if bool(h.mean() > 0):
+            return self.fc2(h * gate)
+        return self.fc2(h) - gate
+
+
+def make_scriptable_tensor_temperature(model):
+    return torch.jit.script(_GateTensorTemperature(model))
+
+
+class _GateUnitTemperature(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        self.fc1, self.fc2, self.scale = source.fc1, source.fc2, float(source.scale)
+
+    def forward(self, x, temperature: float = 1.0):
+        h = self.fc1(x) / self.scale / temperature
+        gate = torch.tanh(h)
+        if bool(h.mean() > 0):
+            return self.fc2(h * gate)
+        return self.fc2(h) - gate
+
+
+def make_scriptable_unit_temperature(model):
+    return torch.jit.script(_GateUnitTemperature(model))
+
+
+class _GateFreshLayers(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.fc1, self.fc2, self.scale = nn.Linear(dim, dim), nn.Linear(dim, dim), float(dim) ** 0.5
+
+    def forward(self, x, temperature: Optional[float] = None):
+        h = self.fc1(x) / self.scale
+        if temperature is not None:
+            h = h / temperature
+        gate = torch.tanh(h)
+        if bool(h.mean() > 0):
+            return self.fc2(h * gate)
+        return self.fc2(h) - gate
+
+
+def make_scriptable_fresh_layers(model):
+    return torch.jit.script(_GateFreshLayers(model.fc1.in_features).eval())
 
 
 class _GateOneBranch(nn.Module):
@@ -64,19 +224,57 @@ class _GateOneBranch(nn.Module):
 
 
 def make_scriptable_one_branch(model):
-    """Keeps only the branch taken for positive activations."""
     return torch.jit.script(_GateOneBranch(model))
 
 
+class _GateWithWhere(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.dim = dim
+
+    def forward(self, x, temperature: Optional[float] = None):
+        h = self.fc1(x) / math.sqrt(self.dim)
+        if temperature is not None:
+            h = h / temperature
+        gate = torch.tanh(h)
+        return torch.where(h.mean() > 0, self.fc2(h * gate), self.fc2(h) - gate)
+
+
+def make_scriptable_with_where(model):
+    gate = _GateWithWhere(model.fc1.in_features)
+    gate.load_state_dict(model.state_dict())
+    return torch.jit.script(gate.eval())
+
+
+class _GateTensorCondition(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        self.fc1, self.fc2 = copy.deepcopy(source.fc1), copy.deepcopy(source.fc2)
+        self.scale = source.scale.item()
+
+    def forward(self, x, temperature: Optional[float] = None):
+        h = self.fc1(x) / self.scale
+        if temperature is not None:
+            h = h / temperature
+        if h.mean().item() > 0:
+            return self.fc2(h * torch.tanh(h))
+        return self.fc2(h) - torch.tanh(h)
+
+
+def make_scriptable_with_copies(model):
+    return torch.jit.script(_GateTensorCondition(model))
+
+
+# --- 02.ir_census -----------------------------------------------------------------------
+
 def ir_census_top_level(graph):
-    """Counts only ``graph.nodes()``: the nodes inside If/Loop blocks are missed."""
     ops = Counter(node.kind() for node in graph.nodes())
     blocks = sum(len(list(node.blocks())) for node in graph.nodes())
     return {"ops": dict(ops), "blocks": blocks, "max_depth": 1 if blocks else 0}
 
 
 def ir_census_blocks_as_nodes(graph):
-    """Walks every level, but counts one block per control-flow node (an If has two)."""
     ops, control, max_depth = Counter(), 0, 0
     pending = [(graph, 0)]
     while pending:
@@ -89,9 +287,98 @@ def ir_census_blocks_as_nodes(graph):
     return {"ops": dict(ops), "blocks": control, "max_depth": max_depth}
 
 
-class _ExampleRouteRouter(nn.Module):
-    """Follows the route the example takes, written without ``if``: what tracing would record."""
+def ir_census_one_level(graph):
+    ops, blocks, max_depth = Counter(), 0, 0
+    for node in graph.nodes():
+        ops[node.kind()] += 1
+        for block in node.blocks():
+            blocks += 1
+            max_depth = 1
+            for inner in block.nodes():
+                ops[inner.kind()] += 1
+    return {"ops": dict(ops), "blocks": blocks, "max_depth": max_depth}
 
+
+def ir_census_depth_from_one(graph):
+    ops, blocks, max_depth = Counter(), 0, 0
+    pending = [(graph, 1)]
+    while pending:
+        container, depth = pending.pop()
+        max_depth = max(max_depth, depth)
+        for node in container.nodes():
+            ops[node.kind()] += 1
+            for block in node.blocks():
+                blocks += 1
+                pending.append((block, depth + 1))
+    return {"ops": dict(ops), "blocks": blocks, "max_depth": max_depth}
+
+
+def ir_census_without_constants(graph):
+    ops, blocks, max_depth = Counter(), 0, 0
+    pending = [(graph, 0)]
+    while pending:
+        container, depth = pending.pop()
+        max_depth = max(max_depth, depth)
+        for node in container.nodes():
+            if node.kind() != "prim::Constant":
+                ops[node.kind()] += 1
+            for block in node.blocks():
+                blocks += 1
+                pending.append((block, depth + 1))
+    return {"ops": dict(ops), "blocks": blocks, "max_depth": max_depth}
+
+
+def ir_census_top_level_kinds(graph):
+    kinds = {node.kind() for node in graph.nodes()}
+    ops = {kind: len(graph.findAllNodes(kind)) for kind in kinds}
+    blocks, max_depth = 0, 0
+    pending = [(graph, 0)]
+    while pending:
+        container, depth = pending.pop()
+        max_depth = max(max_depth, depth)
+        for node in container.nodes():
+            for block in node.blocks():
+                blocks += 1
+                pending.append((block, depth + 1))
+    return {"ops": ops, "blocks": blocks, "max_depth": max_depth}
+
+
+def _census_of(container, depth: int, ops: Counter) -> tuple[int, int]:
+    """Blocks under ``container`` and their deepest level, counting ``ops`` on the way."""
+    blocks, deepest = 0, depth
+    for node in container.nodes():
+        ops[node.kind()] += 1
+        for block in node.blocks():
+            inner_blocks, inner_deepest = _census_of(block, depth + 1, ops)
+            blocks, deepest = blocks + 1 + inner_blocks, max(deepest, inner_deepest)
+    return blocks, deepest
+
+
+def ir_census_recursive(graph):
+    ops = Counter()
+    blocks, max_depth = _census_of(graph, 0, ops)
+    return {"max_depth": max_depth, "blocks": blocks, "ops": ops}
+
+
+def ir_census_breadth_first(graph):
+    ops, blocks, max_depth = {}, 0, 0
+    level, depth = [graph], 0
+    while level:
+        next_level = []
+        for container in level:
+            for node in container.nodes():
+                ops[node.kind()] = ops.get(node.kind(), 0) + 1
+                next_level.extend(node.blocks())
+        if next_level:
+            depth += 1
+            max_depth, blocks = depth, blocks + len(next_level)
+        level = next_level
+    return {"ops": ops, "blocks": blocks, "max_depth": max_depth}
+
+
+# --- 02.cond_migration ------------------------------------------------------------------
+
+class _ExampleRouteRouter(nn.Module):
     def __init__(self, source, route):
         super().__init__()
         self.proj, self.expert_a, self.expert_b = source.proj, source.expert_a, source.expert_b
@@ -104,13 +391,10 @@ class _ExampleRouteRouter(nn.Module):
 
 
 def migrate_specialised(model, example):
-    """Removes the ``if``s by keeping the branches the example takes: export succeeds, one route only."""
     return torch.export.export(_ExampleRouteRouter(model, model.routes(*example)).eval(), example)
 
 
 class _WhereRouter(nn.Module):
-    """Both branches computed, one picked per call by ``torch.where``: right values, no ``torch.cond``."""
-
     def __init__(self, source):
         super().__init__()
         self.proj, self.expert_a, self.expert_b = source.proj, source.expert_a, source.expert_b
@@ -124,8 +408,20 @@ class _WhereRouter(nn.Module):
 
 
 def migrate_with_where(model, example):
-    """Replaces each ``if`` with ``torch.where`` instead of ``torch.cond``."""
     return torch.export.export(_WhereRouter(model).eval(), example)
+
+
+class _WhereForRescaleRouter(_WhereRouter):
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        h = torch.cond(h.mean() > self.threshold,
+                       lambda h, x: self.expert_a(h) + x, lambda h, x: self.expert_b(h) * 0.5, (h, x))
+        peak = h.abs().max()
+        return torch.where(peak > self.limit, h / peak, h)
+
+
+def migrate_rescale_with_where(model, example):
+    return torch.export.export(_WhereForRescaleRouter(model).eval(), example)
 
 
 class _SwappedRouter(_WhereRouter):
@@ -138,29 +434,150 @@ class _SwappedRouter(_WhereRouter):
 
 
 def migrate_swapped_branches(model, example):
-    """Uses ``torch.cond`` but passes the else-branch as ``true_fn`` in the first one."""
     return torch.export.export(_SwappedRouter(model).eval(), example)
 
 
-WRONG_ANSWERS = [
+class _DefaultThresholdsRouter(_WhereRouter):
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        h = torch.cond(h.mean() > 0, lambda h, x: self.expert_a(h) + x, lambda h, x: self.expert_b(h) * 0.5, (h, x))
+        peak = h.abs().max()
+        return torch.cond(peak > 2.0, lambda h, p: h / p, lambda h, p: h.clone(), (h, peak))
+
+
+def migrate_default_thresholds(model, example):
+    return torch.export.export(_DefaultThresholdsRouter(model).eval(), example)
+
+
+class _EarlyPeakRouter(_WhereRouter):
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        choose_a, rescale = h.mean() > self.threshold, h.abs().max() > self.limit
+        h = torch.cond(choose_a, lambda h, x: self.expert_a(h) + x, lambda h, x: self.expert_b(h) * 0.5, (h, x))
+        return torch.cond(rescale, lambda h: h / h.abs().max(), lambda h: h.clone(), (h,))
+
+
+def migrate_predicates_up_front(model, example):
+    return torch.export.export(_EarlyPeakRouter(model).eval(), example)
+
+
+class _ClosureRouter(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+
+    def forward(self, x):
+        source = self.source
+        h = torch.tanh(source.proj(x))
+
+        def choose_a():
+            return source.expert_a(h) + x
+
+        def choose_b():
+            return source.expert_b(h) * 0.5
+
+        h = torch.cond(h.mean() > source.threshold, choose_a, choose_b, ())
+        return torch.cond(h.abs().max() <= source.limit, lambda t: t.clone(), lambda t: t / t.abs().max(), (h,))
+
+
+def migrate_with_closures(model, example):
+    return torch.export.export(_ClosureRouter(model).eval(), example, strict=True)
+
+
+class _FunctionalRouter(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        self.source = copy.deepcopy(source)
+
+    def forward(self, x):
+        s = self.source
+        h = torch.tanh(s.proj(x))
+        h = torch.cond(h.mean() - s.threshold > 0, _expert_a, _expert_b,
+                       (h, x, s.expert_a.weight, s.expert_a.bias, s.expert_b.weight, s.expert_b.bias))
+        peak = torch.amax(torch.abs(h))
+        return torch.cond(peak > s.limit, torch.div, lambda h, p: h * 1.0, (h, peak))
+
+
+def _expert_a(h, x, wa, ba, wb, bb):
+    return torch.nn.functional.linear(h, wa, ba) + x
+
+
+def _expert_b(h, x, wa, ba, wb, bb):
+    return torch.nn.functional.linear(h, wb, bb) * 0.5
+
+
+def migrate_with_functional_branches(model, example):
+    return torch.export.export(_FunctionalRouter(model).eval(), example)
+
+
+WRONG_ANSWERS = [  # (exercise id, function, the misconception)
     ("02.trace_divergence", find_divergent_exact,
-     "Compares with ``torch.equal``: a frozen program that only changed the last bits counts as divergent."),
+     "a correct trace reproduces eager bit for bit, so torch.equal is the test (freezing's last-bit changes count)"),
     ("02.trace_divergence", find_divergent_unguarded,
-     "Uses a tolerance but lets an exception from the traced program escape."),
+     "a traced program that raises means a bad input, so the exception may propagate"),
+    ("02.trace_divergence", find_divergent_skipping_failures,
+     "an input the traced program cannot run is skipped, not reported as divergent"),
+    ("02.trace_divergence", find_divergent_default_tolerance,
+     "torch.allclose's default tolerances are the right ones for a frozen program"),
+    ("02.trace_divergence", find_divergent_absolute_tolerance,
+     "a tolerance is an absolute bound |got - expected| <= 1e-5, whatever the values' size"),
+    ("02.trace_divergence", find_divergent_without_shape_check,
+     "allclose also checks shapes, so a baked rank (output (4,) vs (1, 4)) is caught without a shape check"),
+    ("02.trace_divergence", find_divergent_without_dtype_check,
+     "only the shape needs an explicit check; allclose takes care of a dtype that tracing baked in"),
     ("02.make_scriptable", make_scriptable_by_tracing,
-     "Traces instead of scripting: NumPy's result becomes a constant, one branch is baked in,"),
+     "torch.jit.trace also returns a ScriptModule, so tracing makes the module scriptable"),
     ("02.make_scriptable", make_scriptable_without_temperature,
-     "Scripts fine, but drops the untyped ``temperature=None`` argument instead of typing it."),
+     "the optional temperature defaults to None, so dropping the argument keeps the module equivalent"),
+    ("02.make_scriptable", make_scriptable_tensor_temperature,
+     "TorchScript arguments are tensors, so the optional temperature is Optional[Tensor]"),
+    ("02.make_scriptable", make_scriptable_unit_temperature,
+     "a float default of 1.0 is the same as None, so Optional is not needed"),
+    ("02.make_scriptable", make_scriptable_fresh_layers,
+     "a new module of the same architecture computes the same function (weights not reused)"),
     ("02.make_scriptable", make_scriptable_one_branch,
-     "Keeps only the branch taken for positive activations."),
+     "TorchScript cannot branch on a tensor's value, so only the positive branch is kept"),
     ("02.ir_census", ir_census_top_level,
-     "Counts only ``graph.nodes()``: the nodes inside If/Loop blocks are missed."),
+     "graph.nodes() lists every node of the graph, blocks included"),
     ("02.ir_census", ir_census_blocks_as_nodes,
-     "Walks every level, but counts one block per control-flow node (an If has two)."),
+     "each control-flow node owns one block (an If's two branches counted as one)"),
+    ("02.ir_census", ir_census_one_level,
+     "blocks hold only plain nodes, so one level below the top is enough (no recursion)"),
+    ("02.ir_census", ir_census_depth_from_one,
+     "top-level nodes are at depth 1, so a graph without control flow has max_depth 1"),
+    ("02.ir_census", ir_census_without_constants,
+     "prim::Constant nodes are not operations and are left out of 'ops'"),
+    ("02.ir_census", ir_census_top_level_kinds,
+     "findAllNodes searches inside blocks, so counting the top level's kinds with it covers every kind"),
     ("02.cond_migration", migrate_specialised,
-     "Removes the ``if``s by keeping the branches the example takes: export succeeds, one route only."),
+     "removing the ifs along the example's route is a migration (export succeeds, one route only)"),
     ("02.cond_migration", migrate_with_where,
-     "Replaces each ``if`` with ``torch.where`` instead of ``torch.cond``."),
+     "torch.where is a data-dependent branch, so it replaces torch.cond"),
+    ("02.cond_migration", migrate_rescale_with_where,
+     "only the expert choice is a real branch; the rescale may stay a torch.where"),
     ("02.cond_migration", migrate_swapped_branches,
-     "Uses ``torch.cond`` but passes the else-branch as ``true_fn`` in the first one."),
+     "torch.cond takes the else-branch first, like torch.where(cond, ...) read backwards"),
+    ("02.cond_migration", migrate_default_thresholds,
+     "the thresholds are the defaults seen in the notebook (0 and 2.0), so they can be written as literals"),
+    ("02.cond_migration", migrate_predicates_up_front,
+     "both predicates can be computed up front from the first activation, before the expert runs"),
+]
+
+RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
+    ("02.trace_divergence", find_divergent_with_assert_close,
+     "torch.testing.assert_close (shape, dtype, tolerance) inside one try/except"),
+    ("02.trace_divergence", find_divergent_with_explicit_bound,
+     "the allclose bound written out, indices collected in descending order"),
+    ("02.make_scriptable", make_scriptable_with_where,
+     "a fresh module loaded with model.state_dict(), math.sqrt scale, torch.where instead of if"),
+    ("02.make_scriptable", make_scriptable_with_copies,
+     "deep copies of the layers, .item() for the scale and the condition"),
+    ("02.ir_census", ir_census_recursive,
+     "a recursive walk returning a Counter, keys in another order"),
+    ("02.ir_census", ir_census_breadth_first,
+     "level by level, a plain dict, depth counted per level"),
+    ("02.cond_migration", migrate_with_closures,
+     "branch functions close over h and x (no operands), inverted second predicate, strict=True export"),
+    ("02.cond_migration", migrate_with_functional_branches,
+     "module-level branch functions taking the weights as operands, torch.div as a branch"),
 ]
