@@ -268,9 +268,10 @@ def _conv_bn_case(name: str, seed: int, model: tuple, shape=(2, 3, 8, 8), descri
     return _model_case(name, seed, model, shape, randomize_bn=True, description=description)
 
 
-def _pair_case(name: str, seed: int, conv: dict, bn: dict | None = None, reuse: str = "") -> Case:
+def _pair_case(name: str, seed: int, conv: dict, bn: dict | None = None, reuse: str = "",
+               description: str = "") -> Case:
     """One Conv2d→BatchNorm2d pair (``models.ConvBN``) on a (2, in_channels, 8, 8) input."""
-    return _conv_bn_case(name, seed, (models.ConvBN, conv, bn, reuse), (2, conv["in_channels"], 8, 8))
+    return _conv_bn_case(name, seed, (models.ConvBN, conv, bn, reuse), (2, conv["in_channels"], 8, 8), description)
 
 
 def _conv(in_channels: int = 3, out_channels: int = 4, kernel_size: int = 3, **options) -> dict:
@@ -284,7 +285,7 @@ def _compare_folding(expected, got) -> Verdict:
     want, have = expected["nodes"].count("BatchNorm2d"), got["nodes"].count("BatchNorm2d")
     if have != want:
         return Verdict(False, "剩下的 BatchNorm2d 数目不对：输入来自一个 Conv2d、且这个卷积的输出只有这一个使用者的 BN "
-                              "都要折叠，其余必须保留。", str(want), str(have))
+                              "都要折叠（BN 自己的输出被使用几次无关紧要），其余必须保留。", str(want), str(have))
     return compare_outputs(expected["outputs"], got["outputs"], atol=1e-4, rtol=1e-4)
 
 
@@ -297,6 +298,8 @@ EXERCISES.append(Exercise(
                       description="conv 的输出还被残差相加使用：不能折叠"),
         _conv_bn_case("ConvBNVariants", 2, (models.ConvBNVariants,), shape=(2, 4, 9, 9),
                       description="分组、空洞、reflect 填充的卷积接 eps=0.1 的 BN；步长 2 的卷积接 affine=False 的 BN"),
+        _pair_case("BNOutputReused", 12, _conv(), reuse="bn",
+                   description="BN 的输出被使用两次（z * sigmoid(z)）：卷积的输出只有 BN 一个使用者，仍要折叠"),
     ],
     # one conv or norm parameter per case, so that each one handled earns its share
     designed_cases=lambda: [
@@ -323,12 +326,14 @@ EXERCISES.append(Exercise(
 # --- 03.fusion_groups ----------------------------------------------------------------
 
 UNARY = [torch.sin, torch.cos, torch.relu, torch.sigmoid, torch.tanh, torch.exp, torch.neg]
-PROGRAM_STEPS = {"unary": 5, "scalar": 4, "matmul": 1, "reuse": 1, "reduce": 1, "view": 1, "cast": 1, "merge": 2}
+PROGRAM_STEPS = {"unary": 5, "scalar": 4, "matmul": 1, "reuse": 1, "reduce": 1, "view": 1, "cast": 1, "merge": 2,
+                 "output": 1}
 
 
 def random_program_steps(rng: random.Random) -> tuple:
     """Steps of a random ``(x, y)`` program: pointwise ops, matmuls, reductions, reused
-    values, views, dtype casts and fresh pointwise chains of ``y`` merging in."""
+    values, views, dtype casts, fresh pointwise chains of ``y`` merging in, and values
+    returned midway (the output node is one more user)."""
     kinds, weights = list(PROGRAM_STEPS), list(PROGRAM_STEPS.values())
     return tuple((rng.choices(kinds, weights)[0], rng.choice(UNARY), rng.choice([0.5, 2.0, 3.0]))
                  for _ in range(rng.randint(6, 11)))
@@ -337,10 +342,12 @@ def random_program_steps(rng: random.Random) -> tuple:
 def program_of(steps: tuple):
     """The function of ``(x, y)`` that ``steps`` describe (see :func:`random_program_steps`)."""
     def program(x, y):
-        values = [x]
+        values, returned = [x], []
         for kind, unary, constant in steps:
             last = values[-1]
-            if kind == "unary":
+            if kind == "output":
+                returned.append(last)
+            elif kind == "unary":
                 values.append(unary(last))
             elif kind == "scalar":
                 values.append(last * constant)
@@ -356,7 +363,7 @@ def program_of(steps: tuple):
                 values.append(last.to(torch.float64).to(torch.float32))
             else:
                 values.append(unary(y * constant) + last)
-        return values[-1]
+        return (values[-1], *returned) if returned else values[-1]
     return program
 
 
@@ -379,7 +386,7 @@ def _compare_groups(expected, got) -> Verdict:
     return artifact_error(got) or compare_equal(
         expected["groups"], got["groups"],
         "找到的融合组与参考不一致（组里只有带 pointwise 标签的节点；生产者只有一个使用者时才与消费者同组，"
-        "分组可传递；只返回至少 2 个节点的组）。")
+        "图的 output 节点也算使用者；分组可传递；只返回至少 2 个节点的组）。")
 
 
 # Programs of the designed cases, one rule each.
@@ -387,6 +394,11 @@ def _compare_groups(expected, got) -> Verdict:
 def _value_with_two_users(x, y):
     a = torch.sin(x)
     return a.cos() + a.exp()
+
+
+def _value_returned_and_consumed(x, y):
+    a = torch.sin(x)
+    return a, a * 2
 
 
 def _chain_end_with_two_users(x, y):
@@ -426,10 +438,13 @@ EXERCISES.append(Exercise(
         _aten_case("pointwise_chains", models.pointwise_chains, "被 matmul 和多次使用的值切开的逐点链"),
         _aten_case("single_chain", lambda x, y: torch.relu((x + 1) * 2 - 0.5), "一条完整的逐点链"),
         _aten_case("merging_chains", models.merging_chains, "两条链在加法处汇合；转置（view）隔开的 cos；sum 作为减法的第一个操作数"),
+        _aten_case("returned_midway", models.returned_midway,
+                   "链中间的一个值既被返回、又被下一个逐点算子使用：output 节点也是它的使用者"),
     ],
     # one rule per case, so that each rule handled earns its share
     designed_cases=lambda: [
         _aten_case("value_with_two_users", _value_with_two_users),
+        _aten_case("value_returned_and_consumed", _value_returned_and_consumed),
         _aten_case("chain_end_with_two_users", _chain_end_with_two_users),
         _aten_case("lone_pointwise_nodes", _lone_pointwise_nodes),
         _aten_case("second_operand", _second_operand),
@@ -443,7 +458,8 @@ EXERCISES.append(Exercise(
         for i, steps in enumerate(random_program_steps(rng) for _ in range(4))
     ],
     produce=_groups_artifact, compare=_compare_groups,
-    hint="只有当生产者恰好只有一个使用者 (len(node.users) == 1) 时，它才能和消费者融合；要看消费者的每一个输入 "
-         "(node.all_input_nodes)，两个组通过同一个消费者连上时要合并；判断逐点算子用 torch.Tag.pointwise in node.target.tags。",
+    hint="只有当生产者恰好只有一个使用者 (len(node.users) == 1；被返回的值还有 output 这个使用者) 时，"
+         "它才能和消费者融合；要看消费者的每一个输入 (node.all_input_nodes)，两个组通过同一个消费者连上时要合并；"
+         "判断逐点算子用 torch.Tag.pointwise in node.target.tags。",
 ))
 

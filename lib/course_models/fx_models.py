@@ -356,3 +356,10 @@ def merging_chains(x, y):
     b = torch.cos(y).t() + 1
     c = torch.exp(a + b)
     return x.sum() - c
+
+
+def returned_midway(x, y):
+    """A chain whose middle value ``a`` is returned and also feeds the rest of the chain:
+    the output node is one of its two users, so the chain splits there."""
+    a = torch.sin(x) + 1
+    return a, torch.exp(a * 2)

@@ -5,6 +5,7 @@
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
 """
+import itertools
 import time
 from collections import Counter
 
@@ -88,6 +89,18 @@ def count_ops_declared_modules(gm):
     return dict(counts)
 
 
+def count_ops_once_per_layer(gm):
+    counts, called = Counter(), set()
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            if node.target not in called:
+                called.add(node.target)
+                counts[type(gm.get_submodule(node.target)).__name__] += 1
+        elif node.op in ("call_function", "call_method"):
+            counts[_name_of(node.target)] += 1
+    return dict(counts)
+
+
 def count_ops_counter_of_labels(gm):
     def label(node):
         if node.op == "call_module":
@@ -109,6 +122,16 @@ def count_ops_module_table(gm):
             continue
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def count_ops_sorted_groups(gm):
+    labels = {
+        "call_function": lambda node: node.target.__name__,
+        "call_method": lambda node: str(node.target),
+        "call_module": lambda node: type(gm.get_submodule(node.target)).__name__,
+    }
+    keys = sorted(labels[node.op](node) for node in gm.graph.nodes if node.op in labels)
+    return {key: len(list(group)) for key, group in itertools.groupby(keys)}
 
 
 # --- 03.node_profiler ----------------------------------------------------------------
@@ -189,32 +212,41 @@ def profile_nodes_every_node(gm, inputs):
     return times
 
 
-def profile_nodes_kernels_only(gm, inputs):
-    class KernelTime(fx.Interpreter):
+def _profile_call_nodes(gm, inputs, reading, key=lambda node: node.name):
+    """Runs ``gm`` with each call node in its own profile; ``reading(profile)`` is its entry."""
+    class EachCallNode(fx.Interpreter):
         def run_node(self, n):
             with toychip.profile() as p:
                 result = super().run_node(n)
             if n.op.startswith("call_"):
-                times[n.name] = sum(s.time_us for name, s in p.kernels.items() if not name.startswith("copy:"))
+                times[key(n)] = reading(p)
             return result
 
     times = {}
-    KernelTime(gm).run(*inputs)
+    EachCallNode(gm).run(*inputs)
     return times
+
+
+def profile_nodes_kernels_only(gm, inputs):
+    return _profile_call_nodes(
+        gm, inputs, lambda p: sum(s.time_us for name, s in p.kernels.items() if not name.startswith("copy:")))
 
 
 def profile_nodes_keyed_by_target(gm, inputs):
-    class ByTarget(fx.Interpreter):
-        def run_node(self, n):
-            with toychip.profile() as p:
-                result = super().run_node(n)
-            if n.op.startswith("call_"):
-                times[str(n.target)] = p.time_us
-            return result
+    return _profile_call_nodes(gm, inputs, lambda p: p.time_us, key=lambda node: str(node.target))
 
-    times = {}
-    ByTarget(gm).run(*inputs)
-    return times
+
+def profile_nodes_rounded(gm, inputs):
+    return _profile_call_nodes(gm, inputs, lambda p: round(p.time_us, 2))
+
+
+def profile_nodes_fixed_overheads(gm, inputs):
+    spec = toychip.DEFAULT_SPEC
+    return _profile_call_nodes(gm, inputs, lambda p: p.launches * spec.launch_us + p.copies * spec.copy_us)
+
+
+def profile_nodes_elapsed(gm, inputs):
+    return _profile_call_nodes(gm, inputs, lambda p: p.elapsed_us)
 
 
 def profile_nodes_running_total(gm, inputs):
@@ -256,7 +288,7 @@ def _is_relu(gm, node, *, functions=(torch.relu, torch.relu_, F.relu), methods=(
     return node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.ReLU)
 
 
-def _replace_relus(gm, is_relu, *, approximate="none", erase=True):
+def _replace_relus(gm, is_relu, *, approximate="none", erase=True, recompile=True):
     """Insert a GELU after each node ``is_relu(gm, node)`` accepts and rewire its users."""
     for node in list(gm.graph.nodes):
         if is_relu(gm, node):
@@ -265,7 +297,9 @@ def _replace_relus(gm, is_relu, *, approximate="none", erase=True):
             node.replace_all_uses_with(gelu)
             if erase:
                 gm.graph.erase_node(node)
-    gm.recompile()
+    gm.graph.lint()
+    if recompile:
+        gm.recompile()
     return gm
 
 
@@ -309,30 +343,59 @@ def relu_to_gelu_leaving_old_nodes(gm):
     return _replace_relus(gm, _is_relu, erase=False)
 
 
+def relu_to_gelu_without_recompile(gm):
+    return _replace_relus(gm, _is_relu, recompile=False)
+
+
+class _GeluForFunctionsAndModules(fx.Transformer):
+    """Replaces the ReLU functions and nn.ReLU modules by F.gelu in a new graph."""
+
+    def call_function(self, target, args, kwargs):
+        if target in (torch.relu, torch.relu_, F.relu):
+            return F.gelu(args[0])
+        return super().call_function(target, args, kwargs)
+
+    def call_module(self, target, args, kwargs):
+        if isinstance(self.fetch_attr(target), nn.ReLU):
+            return F.gelu(args[0])
+        return super().call_module(target, args, kwargs)
+
+
+class _GeluForEverySpelling(_GeluForFunctionsAndModules):
+    """The Tensor methods x.relu() and x.relu_() too."""
+
+    def call_method(self, target, args, kwargs):
+        if target in ("relu", "relu_"):
+            return F.gelu(args[0])
+        return super().call_method(target, args, kwargs)
+
+
+def relu_to_gelu_transformer_without_methods(gm):
+    return _GeluForFunctionsAndModules(gm).transform()
+
+
 def relu_to_gelu_transformer(gm):
-    class ToGelu(fx.Transformer):
-        def call_function(self, target, args, kwargs):
-            if target in (torch.relu, torch.relu_, F.relu):
-                return F.gelu(args[0])
-            return super().call_function(target, args, kwargs)
-
-        def call_method(self, target, args, kwargs):
-            if target in ("relu", "relu_"):
-                return F.gelu(args[0])
-            return super().call_method(target, args, kwargs)
-
-        def call_module(self, target, args, kwargs):
-            if isinstance(self.fetch_attr(target), nn.ReLU):
-                return F.gelu(args[0])
-            return super().call_module(target, args, kwargs)
-
-    return ToGelu(gm).transform()
+    return _GeluForEverySpelling(gm).transform()
 
 
 def relu_to_gelu_rewriting_nodes(gm):
     for node in gm.graph.nodes:
         if _is_relu(gm, node):
             node.op, node.target, node.args, node.kwargs = "call_function", F.gelu, node.args[:1], {}
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+def relu_to_gelu_swapping_relu_modules(gm):
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in (torch.relu, torch.relu_, F.relu):
+            node.target, node.kwargs = F.gelu, {}
+        elif node.op == "call_method" and node.target in ("relu", "relu_"):
+            node.op, node.target, node.args, node.kwargs = "call_function", torch._C._nn.gelu, node.args[:1], {}
+    for name, module in list(gm.named_modules()):
+        if type(module) is nn.ReLU:
+            gm.add_submodule(name, nn.GELU())
     gm.graph.lint()
     gm.recompile()
     return gm
@@ -361,13 +424,21 @@ def remove_dropout_seed(gm):
     return gm
 
 
-def _remove_nodes(gm, is_dropout):
+def _remove_nodes(gm, is_dropout, *, recompile=True):
     for node in list(gm.graph.nodes):
         if is_dropout(gm, node):
             node.replace_all_uses_with(node.args[0])
             gm.graph.erase_node(node)
-    gm.recompile()
+    gm.graph.lint()
+    if recompile:
+        gm.recompile()
     return gm
+
+
+def _any_dropout(gm, node):
+    if node.op == "call_module":
+        return isinstance(gm.get_submodule(node.target), nn.modules.dropout._DropoutNd)
+    return node.op == "call_function" and node.target is F.dropout
 
 
 def remove_dropout_only_active(gm):
@@ -392,6 +463,14 @@ def remove_dropout_by_eval(gm):
 
 def remove_dropout_by_node_name(gm):
     return _remove_nodes(gm, lambda gm, node: node.op.startswith("call_") and "dropout" in node.name)
+
+
+def remove_dropout_modules_only(gm):
+    return _remove_nodes(gm, lambda gm, node: node.op == "call_module" and _any_dropout(gm, node))
+
+
+def remove_dropout_without_recompile(gm):
+    return _remove_nodes(gm, _any_dropout, recompile=False)
 
 
 def remove_dropout_transformer(gm):
@@ -424,16 +503,34 @@ def remove_dropout_listing_classes(gm):
     return gm
 
 
+def remove_dropout_by_class_name(gm):
+    for node in reversed(list(gm.graph.nodes)):
+        if node.op == "call_module":
+            hit = "Dropout" in type(gm.get_submodule(node.target)).__name__
+        else:
+            hit = node.op == "call_function" and node.target is torch.nn.functional.dropout
+        if hit:
+            node.replace_all_uses_with(node.args[0] if node.args else node.kwargs["input"])
+            gm.graph.erase_node(node)
+    gm.delete_all_unused_submodules()
+    gm.recompile()
+    return gm
+
+
 # --- 03.fold_conv_bn ----------------------------------------------------------------
 
 # Each wrong fold below makes exactly one of these mistakes.
 IGNORE_CONV_USERS = "folds even when the conv's output has other users"
 CHECK_BN_USERS = "checks the BN's users instead of the conv's"
+CHECK_BOTH_USERS = "requires the BN's output to have one user too"
 KEEP_MEAN = "forgets to subtract the running mean"
 DIVIDE_BY_VARIANCE = "divides by the variance instead of the standard deviation"
+EPS_AFTER_SQRT = "adds eps after the square root: sqrt(var) + eps"
+DROP_CONV_BIAS = "leaves the conv's own bias out of the new bias"
 DEFAULT_EPS = "uses eps = 1e-5 whatever the norm's eps"
 ASSUME_AFFINE = "reads bn.weight and bn.bias as if every norm had them"
 FEW_CONV_PARAMETERS = "builds the new conv from channels, kernel, stride and padding only"
+NO_RECOMPILE = "never calls recompile()"
 
 
 def _producer_to_fold(gm, node, mistake):
@@ -443,8 +540,20 @@ def _producer_to_fold(gm, node, mistake):
     producer = node.args[0]
     if producer.op != "call_module" or not isinstance(gm.get_submodule(producer.target), nn.Conv2d):
         return None
+    if mistake == CHECK_BOTH_USERS and len(node.users) != 1:
+        return None
     users = {IGNORE_CONV_USERS: 1, CHECK_BN_USERS: len(node.users)}.get(mistake, len(producer.users))
     return producer if users == 1 else None
+
+
+def _spread(bn, mistake):
+    """The denominator of s = gamma / spread."""
+    eps = 1e-5 if mistake == DEFAULT_EPS else bn.eps
+    if mistake == DIVIDE_BY_VARIANCE:
+        return bn.running_var + eps
+    if mistake == EPS_AFTER_SQRT:
+        return torch.sqrt(bn.running_var) + eps
+    return torch.sqrt(bn.running_var + eps)
 
 
 def _folded_parameters(conv, bn, mistake):
@@ -453,10 +562,9 @@ def _folded_parameters(conv, bn, mistake):
     else:
         gamma = bn.weight if bn.affine else torch.ones_like(bn.running_var)
         beta = bn.bias if bn.affine else torch.zeros_like(bn.running_mean)
-    eps = 1e-5 if mistake == DEFAULT_EPS else bn.eps
-    spread = bn.running_var + eps if mistake == DIVIDE_BY_VARIANCE else torch.sqrt(bn.running_var + eps)
-    scale = gamma / spread
-    bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
+    scale = gamma / _spread(bn, mistake)
+    has_bias = conv.bias is not None and mistake != DROP_CONV_BIAS
+    bias = conv.bias if has_bias else torch.zeros_like(bn.running_mean)
     mean = 0 if mistake == KEEP_MEAN else bn.running_mean
     return conv.weight * scale.reshape(-1, 1, 1, 1), (bias - mean) * scale + beta
 
@@ -477,7 +585,9 @@ def _fold_conv_bn_with(gm, mistake):
             conv.bias = nn.Parameter(bias)
         node.replace_all_uses_with(producer)
         gm.graph.erase_node(node)
-    gm.recompile()
+    gm.graph.lint()
+    if mistake != NO_RECOMPILE:
+        gm.recompile()
     return gm
 
 
@@ -491,6 +601,22 @@ def fold_conv_bn_checking_bn_users(gm):
 
 def fold_conv_bn_without_mean(gm):
     return _fold_conv_bn_with(gm, KEEP_MEAN)
+
+
+def fold_conv_bn_also_checking_bn_users(gm):
+    return _fold_conv_bn_with(gm, CHECK_BOTH_USERS)
+
+
+def fold_conv_bn_eps_after_sqrt(gm):
+    return _fold_conv_bn_with(gm, EPS_AFTER_SQRT)
+
+
+def fold_conv_bn_without_conv_bias(gm):
+    return _fold_conv_bn_with(gm, DROP_CONV_BIAS)
+
+
+def fold_conv_bn_without_recompile(gm):
+    return _fold_conv_bn_with(gm, NO_RECOMPILE)
 
 
 def fold_conv_bn_dividing_by_variance(gm):
@@ -544,6 +670,28 @@ def fold_conv_bn_with_torch_fusion(gm):
     return gm
 
 
+def fold_conv_bn_in_double_precision(gm):
+    modules = dict(gm.named_modules())
+    pairs = [(node.args[0], node) for node in gm.graph.nodes
+             if node.op == "call_module" and type(modules[node.target]) is nn.BatchNorm2d
+             and isinstance(node.args[0], fx.Node) and node.args[0].op == "call_module"
+             and isinstance(modules[node.args[0].target], nn.Conv2d) and list(node.args[0].users) == [node]]
+    for conv_node, bn_node in pairs:
+        conv, bn = modules[conv_node.target], modules[bn_node.target]
+        with torch.no_grad():
+            mean = bn.running_mean.double()
+            scale = torch.rsqrt(bn.running_var.double() + bn.eps) * (bn.weight.double() if bn.affine else 1.0)
+            shift = bn.bias.double() if bn.affine else torch.zeros_like(mean)
+            old_bias = conv.bias.double() if conv.bias is not None else torch.zeros_like(mean)
+            conv.weight.mul_(scale.to(conv.weight.dtype).view(-1, 1, 1, 1))
+            conv.bias = nn.Parameter(((old_bias - mean) * scale + shift).to(conv.weight.dtype))
+        bn_node.replace_all_uses_with(conv_node)
+        gm.graph.erase_node(bn_node)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
 def fold_conv_bn_with_fx_optimization_fuse(gm):
     from torch.fx.experimental.optimization import fuse
 
@@ -555,6 +703,7 @@ def fold_conv_bn_with_fx_optimization_fuse(gm):
 # Each wrong grouping below makes exactly one of these mistakes.
 IGNORE_USERS = "joins through values with several users"
 CONSUMER_USERS = "counts the consumer's users instead of the producer's"
+SKIP_OUTPUT_USER = "does not count the output node as a user"
 FIRST_OPERAND = "looks only at the first argument"
 SINGLETONS = "keeps groups of one node"
 NO_MERGE = "joins a node to its first fusible producer's group without merging the others"
@@ -577,7 +726,11 @@ def _fusible_producers(node, mistake):
     for producer in inputs:
         if not isinstance(producer, fx.Node) or not (mistake == ANY_PRODUCER or _is_pointwise(producer, mistake)):
             continue
-        users = {IGNORE_USERS: 1, CONSUMER_USERS: len(node.users)}.get(mistake, len(producer.users))
+        users = {
+            IGNORE_USERS: 1,
+            CONSUMER_USERS: len(node.users),
+            SKIP_OUTPUT_USER: sum(user.op != "output" for user in producer.users),
+        }.get(mistake, len(producer.users))
         if users == 1:
             yield producer
 
@@ -609,6 +762,10 @@ def find_fusion_groups_ignoring_users(gm):
 
 def find_fusion_groups_checking_consumer_users(gm):
     return _fusion_groups_with(gm, CONSUMER_USERS)
+
+
+def find_fusion_groups_not_counting_output(gm):
+    return _fusion_groups_with(gm, SKIP_OUTPUT_USER)
 
 
 def find_fusion_groups_first_operand_only(gm):
@@ -675,6 +832,26 @@ def find_fusion_groups_of_node_sets(gm):
     return tuple(groups)
 
 
+def find_fusion_groups_from_each_producer(gm):
+    def pointwise(node):
+        return node.op == "call_function" and hasattr(node.target, "tags") and torch.Tag.pointwise in node.target.tags
+
+    label = {node: node.name for node in gm.graph.nodes if pointwise(node)}
+    members = {name: [name] for name in label.values()}
+    for producer in label:
+        if len(producer.users) != 1:
+            continue
+        (user,) = producer.users
+        if user not in label or label[producer] == label[user]:
+            continue
+        kept, moved = sorted((label[producer], label[user]), key=lambda name: -len(members[name]))
+        members[kept].extend(members.pop(moved))
+        for node in label:
+            if label[node] == moved:
+                label[node] = kept
+    return [tuple(group) for group in members.values() if len(group) >= 2]
+
+
 WRONG_ANSWERS = [  # (exercise id, function, the misconception)
     ("03.op_census", count_ops_by_target, "a call_module node's target names the layer's type"),
     ("03.op_census", count_ops_every_node, "every node is an operation, placeholders and the output included"),
@@ -685,6 +862,7 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
     ("03.op_census", count_ops_getattr_submodule, "getattr(gm, node.target) finds any submodule, nested ones too"),
     ("03.op_census", count_ops_declared_modules,
      "modules are counted from the model's declared submodules, not from the call_module nodes"),
+    ("03.op_census", count_ops_once_per_layer, "the census counts layers, not calls: a layer called twice counts once"),
 
     ("03.node_profiler", profile_nodes_wall_clock,
      "the FX profiler tutorial verbatim: wall-clock seconds per node instead of the chip's clock"),
@@ -696,6 +874,9 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
     ("03.node_profiler", profile_nodes_kernels_only,
      "a node's time is its kernel launches; the CPU fallback's copies are not the node's"),
     ("03.node_profiler", profile_nodes_keyed_by_target, "a node is named by its target"),
+    ("03.node_profiler", profile_nodes_rounded, "times are rounded to 2 decimals, as the demo cell prints them"),
+    ("03.node_profiler", profile_nodes_fixed_overheads,
+     "on small tensors a node's time is its launches and copies times their fixed costs (bytes and flops ignored)"),
 
     ("03.relu_to_gelu", relu_to_gelu_seed, "seed 000's rewrite: torch.relu is the only spelling of ReLU"),
     ("03.relu_to_gelu", relu_to_gelu_keeping_kwargs,
@@ -709,6 +890,10 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "an nn.ReLU submodule is recognised by its attribute name ('relu'), not by its type"),
     ("03.relu_to_gelu", relu_to_gelu_leaving_old_nodes,
      "after replace_all_uses_with the old ReLU node disappears by itself"),
+    ("03.relu_to_gelu", relu_to_gelu_without_recompile,
+     "editing gm.graph is enough: gm runs its graph (recompile() is optional)"),
+    ("03.relu_to_gelu", relu_to_gelu_transformer_without_methods,
+     "a Transformer needs call_function and call_module only: x.relu() is a call_function too"),
 
     ("03.remove_dropout", remove_dropout_seed, "seed 000's pass: nn.Dropout modules are the only dropout"),
     ("03.remove_dropout", remove_dropout_only_active,
@@ -717,11 +902,21 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "every dropout layer is an nn.Dropout (Dropout1d, AlphaDropout are not its subclasses)"),
     ("03.remove_dropout", remove_dropout_by_eval, "switching the module to eval mode removes dropout from the graph"),
     ("03.remove_dropout", remove_dropout_by_node_name, "a node's name says it is a dropout"),
+    ("03.remove_dropout", remove_dropout_modules_only,
+     "dropout is a layer: every dropout in a graph is a call_module node (F.dropout is forgotten)"),
+    ("03.remove_dropout", remove_dropout_without_recompile,
+     "editing gm.graph is enough: gm runs its graph (recompile() is optional)"),
 
     ("03.fold_conv_bn", fold_conv_bn_ignoring_users, "a BN can be folded even when the conv's output has other users"),
     ("03.fold_conv_bn", fold_conv_bn_without_mean, "the folded bias is b * s + beta: the running mean is forgotten"),
     ("03.fold_conv_bn", fold_conv_bn_checking_bn_users, "the single-user rule is about the BN's output, not the conv's"),
+    ("03.fold_conv_bn", fold_conv_bn_also_checking_bn_users,
+     "the single-user rule holds for the BN's output too: a BN whose output is reused stays"),
     ("03.fold_conv_bn", fold_conv_bn_dividing_by_variance, "s = gamma / (var + eps): the variance, not its square root"),
+    ("03.fold_conv_bn", fold_conv_bn_eps_after_sqrt, "s = gamma / (sqrt(var) + eps): eps added after the square root"),
+    ("03.fold_conv_bn", fold_conv_bn_without_conv_bias, "the folded bias is beta - mean * s: the conv's own bias is dropped"),
+    ("03.fold_conv_bn", fold_conv_bn_without_recompile,
+     "editing gm.graph and the conv's parameters is enough: recompile() is optional"),
     ("03.fold_conv_bn", fold_conv_bn_default_eps, "eps is always 1e-5"),
     ("03.fold_conv_bn", fold_conv_bn_assuming_affine, "every BatchNorm2d has weight and bias (affine)"),
     ("03.fold_conv_bn", fold_conv_bn_new_conv_few_parameters,
@@ -733,6 +928,8 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "connected pointwise nodes fuse even through values with several users"),
     ("03.fusion_groups", find_fusion_groups_checking_consumer_users,
      "the single-user rule is about the consumer's users, not the producer's"),
+    ("03.fusion_groups", find_fusion_groups_not_counting_output,
+     "only operations are users: a value the graph returns and one op consumes still has one user"),
     ("03.fusion_groups", find_fusion_groups_first_operand_only, "a node's producer is its first argument"),
     ("03.fusion_groups", find_fusion_groups_with_singletons, "a lone pointwise node is a group of its own"),
     ("03.fusion_groups", find_fusion_groups_without_merging,
@@ -747,21 +944,31 @@ RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
     ("03.op_census", count_ops_counter_of_labels, "returns the Counter itself; module class via _get_name()"),
     ("03.op_census", count_ops_module_table,
      "dict(gm.named_modules()) as a lookup table, nodes visited in reverse, plain dict"),
+    ("03.op_census", count_ops_sorted_groups, "sorts the labels and counts runs with itertools.groupby"),
     ("03.node_profiler", profile_nodes_running_total,
      "one profile around the run; each node's time is the difference of the running total"),
     ("03.node_profiler", profile_nodes_per_opcode_hooks,
      "overrides call_function, call_method and call_module instead of run_node"),
+    ("03.node_profiler", profile_nodes_elapsed, "reads each node's profile.elapsed_us instead of time_us"),
     ("03.relu_to_gelu", relu_to_gelu_transformer, "an fx.Transformer that returns a new GraphModule"),
     ("03.relu_to_gelu", relu_to_gelu_rewriting_nodes, "rewrites each ReLU node's op, target, args and kwargs in place"),
     ("03.relu_to_gelu", relu_to_gelu_gelu_modules, "replaces each ReLU by an nn.GELU() submodule"),
+    ("03.relu_to_gelu", relu_to_gelu_swapping_relu_modules,
+     "retargets functions and methods to gelu in place; swaps every nn.ReLU submodule for nn.GELU()"),
     ("03.remove_dropout", remove_dropout_transformer, "an fx.Transformer that returns a new GraphModule"),
     ("03.remove_dropout", remove_dropout_listing_classes,
      "lists the dropout classes, visits nodes in reverse, rewires to all_input_nodes[0]"),
+    ("03.remove_dropout", remove_dropout_by_class_name,
+     "module classes recognised by 'Dropout' in their name; no lint; unused submodules deleted"),
     ("03.fold_conv_bn", fold_conv_bn_in_place, "folds into the existing conv's parameters instead of a new module"),
     ("03.fold_conv_bn", fold_conv_bn_with_torch_fusion, "torch.nn.utils.fusion.fuse_conv_bn_eval"),
     ("03.fold_conv_bn", fold_conv_bn_with_fx_optimization_fuse,
      "torch.fx.experimental.optimization.fuse: retraces and returns a new GraphModule"),
+    ("03.fold_conv_bn", fold_conv_bn_in_double_precision,
+     "collects the pairs first, computes in float64 with rsqrt, rewrites the conv's parameters in place"),
     ("03.fusion_groups", find_fusion_groups_union_find, "union-find over node names"),
     ("03.fusion_groups", find_fusion_groups_of_node_sets,
      "depth-first search over fusible edges both ways; a tuple of sets of Node objects"),
+    ("03.fusion_groups", find_fusion_groups_from_each_producer,
+     "walks producers to their single user, merging label lists smaller into larger; tuples"),
 ]
