@@ -2,11 +2,12 @@
 
 Each function body is injected into the instructor's copy of
 ``notebooks/05_dynamo.ipynb`` between ``### BEGIN SOLUTION`` / ``### END SOLUTION``, so a
-body may use only what the notebook imports: ``dis``, ``operator``, ``torch``, ``torch.fx as fx``,
+body may use only what the notebook imports: ``dis``, ``operator``, ``sys``, ``torch``, ``torch.fx as fx``,
 ``CompileCounter``, ``register_bytecode_hook`` and ``_debug_get_cache_entry_list``.
 """
 import dis
 import operator
+import sys
 
 import torch
 import torch.fx as fx
@@ -15,12 +16,15 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 
 def bytecode_to_fx(fn) -> fx.GraphModule:
-    """Symbolically execute ``fn``'s bytecode (straight-line tensor code) into an FX graph."""
+    """Symbolically execute ``fn``'s bytecode (straight-line tensor code) into an FX graph,
+    on CPython 3.11, 3.12 and 3.13."""
     binary_ops = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-                  "@": operator.matmul, "**": operator.pow, "//": operator.floordiv}
-    null = object()                       # CPython's NULL stack entry (no `self`)
+                  "@": operator.matmul}
+    null = object()                                  # CPython's NULL stack entry (no `self`)
+    method_flag = sys.version_info >= (3, 12)        # LOAD_ATTR's low bit: "load a method"
+    null_after = sys.version_info >= (3, 13)         # 3.13 pushes NULL above the callable
 
-    class Method:                         # a Tensor method loaded from a graph value
+    class Method:                                    # a Tensor method loaded from a graph value
         def __init__(self, name):
             self.name = name
 
@@ -29,67 +33,73 @@ def bytecode_to_fx(fn) -> fx.GraphModule:
     local_vars = {name: graph.placeholder(name) for name in code.co_varnames[:code.co_argcount]}
     stack, kw_names = [], ()
 
-    def has_node(values):
-        return any(isinstance(v, fx.Node) for v in values)
+    def pop(count):
+        values = stack[len(stack) - count:]
+        del stack[len(stack) - count:]
+        return values
+
+    def push_with_null(value):
+        stack.extend([value, null] if null_after else [null, value])
+
+    def load_method(owner, name):                    # (method, self) or NULL and the attribute
+        if isinstance(owner, fx.Node):
+            stack.extend([Method(name), owner])
+        else:
+            push_with_null(getattr(owner, name))
 
     def call(target, args, kwargs):
         if isinstance(target, Method):
             return graph.call_method(target.name, tuple(args), kwargs)
-        if has_node(args) or has_node(kwargs.values()):
+        if any(isinstance(v, fx.Node) for v in [*args, *kwargs.values()]):
             return graph.call_function(target, tuple(args), kwargs)
-        return target(*args, **kwargs)    # only constants: compute now, like Dynamo does
+        return target(*args, **kwargs)               # only constants: compute now, like Dynamo does
 
     for inst in dis.get_instructions(fn):
         op = inst.opname
-        if op in ("RESUME", "NOP", "PRECALL", "CACHE", "EXTENDED_ARG"):
+        if op in ("RESUME", "PRECALL"):
             continue
-        if op in ("LOAD_FAST", "LOAD_FAST_CHECK"):
+        if op == "LOAD_FAST":
             stack.append(local_vars[inst.argval])
+        elif op == "LOAD_FAST_LOAD_FAST":            # 3.13: two locals, argval is their names
+            stack.extend(local_vars[name] for name in inst.argval)
         elif op == "STORE_FAST":
             local_vars[inst.argval] = stack.pop()
         elif op == "LOAD_CONST":
             stack.append(inst.argval)
-        elif op == "LOAD_GLOBAL":
-            value = fn.__globals__.get(inst.argval, fn.__builtins__.get(inst.argval))
-            stack += [null, value] if inst.arg & 1 else [value]
+        elif op == "LOAD_GLOBAL":                    # the low bit: a call follows, push NULL too
+            if inst.arg & 1:
+                push_with_null(fn.__globals__[inst.argval])
+            else:
+                stack.append(fn.__globals__[inst.argval])
         elif op == "PUSH_NULL":
             stack.append(null)
-        elif op == "LOAD_METHOD" or (op == "LOAD_ATTR" and inst.argrepr.startswith("NULL|self")):
-            owner = stack.pop()           # 3.11: LOAD_METHOD; 3.12: LOAD_ATTR with the method bit
-            if isinstance(owner, fx.Node):
-                stack += [Method(inst.argval), owner]
-            else:
-                stack += [null, getattr(owner, inst.argval)]
-        elif op == "LOAD_ATTR":
-            owner = stack.pop()
-            stack.append(graph.call_function(getattr, (owner, inst.argval)) if isinstance(owner, fx.Node)
-                         else getattr(owner, inst.argval))
-        elif op == "KW_NAMES":
-            kw_names = code.co_consts[inst.arg]      # names of the next CALL's last arguments
-        elif op == "CALL":
-            args = stack[len(stack) - inst.arg:] if inst.arg else []
-            del stack[len(stack) - inst.arg:]
-            upper, lower = stack.pop(), stack.pop()
-            if lower is null:             # NULL, callable, args...
+        elif op == "LOAD_METHOD" or (op == "LOAD_ATTR" and method_flag and inst.arg & 1):
+            load_method(stack.pop(), inst.argval)
+        elif op == "LOAD_ATTR":                      # a plain attribute: torch.nn, F.silu
+            stack.append(getattr(stack.pop(), inst.argval))
+        elif op == "KW_NAMES":                       # 3.11, 3.12: names of the next CALL's last arguments
+            kw_names = code.co_consts[inst.arg]
+        elif op in ("CALL", "CALL_KW"):
+            if op == "CALL_KW":                      # 3.13: the names are on top of the arguments
+                kw_names = stack.pop()
+            args = pop(inst.arg)
+            lower, upper = pop(2)
+            if lower is null:                        # 3.11, 3.12: NULL, callable, args...
                 target = upper
-            else:                         # method, self, args...
+            elif upper is null:                      # 3.13: callable, NULL, args...
+                target = lower
+            else:                                    # method, self, args...
                 target, args = lower, [upper] + args
-            kwargs = {}
-            if kw_names:
-                kwargs = dict(zip(kw_names, args[len(args) - len(kw_names):]))
-                args = args[:len(args) - len(kw_names)]
-                kw_names = ()
-            stack.append(call(target, args, kwargs))
+            positional = len(args) - len(kw_names)
+            stack.append(call(target, args[:positional], dict(zip(kw_names, args[positional:]))))
+            kw_names = ()
         elif op == "BINARY_OP":
             right, left = stack.pop(), stack.pop()
-            stack.append(call(binary_ops[inst.argrepr.rstrip("=")], [left, right], {}))
+            stack.append(call(binary_ops[inst.argrepr], [left, right], {}))
         elif op == "UNARY_NEGATIVE":
             stack.append(call(operator.neg, [stack.pop()], {}))
         elif op == "RETURN_VALUE":
             graph.output(stack.pop())
-            break
-        elif op == "RETURN_CONST":
-            graph.output(inst.argval)
             break
         else:
             raise RuntimeError(f"unsupported instruction {op} at offset {inst.offset}")
@@ -117,20 +127,26 @@ def inspect_bytecode(fn, args: tuple) -> list[dict]:
 def predict_recompiles(calls: list[dict], dynamic) -> list[bool]:
     """Which calls of ``torch.compile(scale_shift, dynamic=dynamic)`` compile a new entry."""
     limit = torch._dynamo.config.recompile_limit
-    entries, first_seen, dynamic_keys = [], {}, set()
+    entries, first, changed = [], None, set()     # changed: fields seen with a second value (sticky)
     compiles = []
+
+    def accepts(entry, entry_dynamic, call):
+        return all(field_accepts(key, entry[key], call[key], key in entry_dynamic) for key in call)
+
+    def field_accepts(key, compiled, value, is_dynamic):
+        if not is_dynamic:
+            return compiled == value
+        return key != "size" or value >= 2        # 0/1 specialisation: a size 0 or 1 is never symbolic
+
     for call in calls:
-        hit = any(all(key in entry_dynamic or entry[key] == call[key] for key in call)
-                  for entry, entry_dynamic in entries)
-        if hit or len(entries) >= limit:
+        if any(accepts(entry, entry_dynamic, call) for entry, entry_dynamic in entries) or len(entries) >= limit:
             compiles.append(False)
             continue
-        if dynamic is None:               # automatic dynamic: a size or int that changed becomes symbolic
-            for key in ("size", "n"):
-                first_seen.setdefault(key, call[key])
-                if call[key] != first_seen[key]:
-                    dynamic_keys.add(key)
-        entries.append((dict(call), set(dynamic_keys)))
+        first = first or call
+        if dynamic is None:                        # automatic dynamic: a size or int that changed becomes symbolic
+            changed |= {key for key in ("size", "n") if call[key] != first[key]}
+        entry_dynamic = {key for key in changed if not (key == "size" and call["size"] < 2)}
+        entries.append((dict(call), entry_dynamic))
         compiles.append(True)
     return compiles
 

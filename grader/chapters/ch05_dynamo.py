@@ -59,45 +59,91 @@ def tracer_artifact(function, built) -> dict:
         return graph_pass_artifact(function, {"module": fn})
 
 
+# An operator written with its torch function (torch.div for ``/``) is the same operator.
+_SAME_OPERATOR = {"truediv": "div", "true_divide": "div", "divide": "div", "subtract": "sub", "multiply": "mul",
+                  "negative": "neg"}
+
+
 def tracer_facts(artifact: dict, built: dict) -> dict:
-    """Trusted side: the rebuilt graph without unused nodes, its ops and outputs."""
-    return graph_facts(artifact, built, drop_unused=True)
+    """Trusted side: the rebuilt graph without unused nodes, its ops (one name per operator)
+    and outputs."""
+    facts = graph_facts(artifact, built, drop_unused=True)
+    if "nodes" in facts:
+        facts["nodes"] = [_SAME_OPERATOR.get(label, label) for label in facts["nodes"]]
+    return facts
 
 
 def _compare_traced(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
     verdict = compare_equal(expected["nodes"], got["nodes"],
-                            "图的节点（去掉没人用的节点之后，按顺序）与参考不同：每条 CALL / BINARY_OP 指令应成为一个节点，"
-                            "参数各是一个 placeholder。")
+                            "图的节点（去掉没人用的节点之后，按顺序）与参考不同：每条 CALL / CALL_KW / BINARY_OP / "
+                            "UNARY_NEGATIVE 指令应成为一个节点，参数各是一个 placeholder。")
     if not verdict.ok:
         return verdict
     verdict = compare_outputs(expected["outputs"], got["outputs"])
     if not verdict.ok:
-        return Verdict(False, "图的输出与原函数不同：检查操作数的顺序（栈顶是右操作数）和常量。",
+        return Verdict(False, "图的输出与原函数不同：检查操作数的顺序（栈顶是右操作数）、常量和关键字参数的名字。",
                        verdict.expected, verdict.got)
     return PASS
 
 
+_PUBLIC_PROGRAMS = [
+    ("affine_relu", "矩阵乘、加法、torch.relu、乘以常量"),
+    ("normalize", "带关键字参数的方法调用 x.mean(dim=0, keepdim=True)；torch.clamp(..., max=2.0) 只给了第二个可选参数"),
+    ("gated", "常量在左边的减法 1 - gate，取负 -y"),
+    ("constants", "只有常量参与的运算和调用：torch.pi / 4、torch.finfo(torch.float32).eps（常量折叠）"),
+    ("imported", "导入的函数 relu(x)（LOAD_GLOBAL 自己压 NULL）和导入的模块里的函数 F.silu（普通 LOAD_ATTR）"),
+]
+
+# Fixed hidden programs, one pitfall each.
+_DESIGNED_PROGRAMS = {
+    "designed-constant-left": '''
+def constant_left(a, b):
+    return 2.0 / (a * a + 1.0) - (3.0 - b)
+''',
+    "designed-keywords-out-of-order": '''
+def keywords_out_of_order(a):
+    total = a.sum(keepdim=True, dim=0)
+    return torch.clamp(a - total, max=0.5)
+''',
+    "designed-imported-calls": '''
+from torch import tanh
+import torch.nn.functional as F
+
+def imported_calls(a, b):
+    t = tanh(a) * 2.0
+    return b - F.softplus(t)
+''',
+    "designed-module-attributes": '''
+def module_attributes(a, b):
+    return a @ b - torch.nn.functional.gelu(b)
+''',
+    "designed-constant-expression": '''
+def constant_expression(a):
+    return a * (torch.pi / 4)
+''',
+}
+
+
+def _random_program_case(rng: random.Random, index: int) -> Case:
+    source = models.random_straight_line(rng, f"program_{index}", rng.randint(1, 3), rng.randint(4, 7))
+    return _program_case(f"hidden-{index}", source, rng.randrange(10**6))
+
+
 EXERCISES.append(Exercise(
     id="05.bytecode_tracer", title="迷你字节码 → FX 追踪器", function="bytecode_to_fx", points=3,
-    public_cases=lambda: [
-        _program_case(name, source, index, description)
-        for index, (name, description) in enumerate([
-            ("affine_relu", "矩阵乘、加法、torch.relu、乘以常量"),
-            ("normalize", "带关键字参数的方法调用 x.mean(dim=0, keepdim=True)"),
-            ("gated", "常量在左边的减法 1 - gate，取负 -y")])
-        for source in [models.STRAIGHT_LINE_PROGRAMS[name]]
-    ],
-    random_cases=lambda rng: [
-        _program_case(f"hidden-{i}", models.random_straight_line(rng, f"program_{i}", rng.randint(1, 3),
-                                                                 rng.randint(4, 7)), rng.randrange(10**6))
-        for i in range(4)
-    ],
+    public_cases=lambda: [_program_case(name, models.STRAIGHT_LINE_PROGRAMS[name], index, description)
+                          for index, (name, description) in enumerate(_PUBLIC_PROGRAMS)],
+    designed_cases=lambda: [_program_case(name, source, 100 + index)
+                            for index, (name, source) in enumerate(_DESIGNED_PROGRAMS.items())],
+    random_cases=lambda rng: [_random_program_case(rng, i) for i in range(4)],
     produce=tracer_artifact, analyze=tracer_facts, compare=_compare_traced,
-    hint="用一个 Python 列表模拟 CPython 的值栈：LOAD_FAST 压入 placeholder 节点，LOAD_CONST 压入常量，"
-         "LOAD_GLOBAL/LOAD_METHOD 按 NULL 规则压入两项，CALL n 弹出 n 个参数和下面的两项（KW_NAMES 给出最后几个参数的名字），"
-         "BINARY_OP 先弹出右操作数；参数里有节点就 graph.call_function / call_method，否则直接算出常量；RETURN_VALUE → graph.output。",
+    hint="用一个 Python 列表模拟 CPython 的值栈：LOAD_FAST 压入 placeholder 节点，LOAD_CONST 压入常量；"
+         "取方法（3.11 的 LOAD_METHOD，3.12 起带方法标志 inst.arg & 1 的 LOAD_ATTR）压入两项，"
+         "LOAD_GLOBAL 的 inst.arg & 1 为真时也多压一个 NULL（3.13 压在上面）；CALL n 弹出 n 个参数和下面两项："
+         "其中一项是 NULL 就调用另一项，否则下面那项是方法、上面那项是 self；关键字参数的名字来自 KW_NAMES（3.11/3.12）"
+         "或 CALL_KW 先弹出的元组（3.13）；BINARY_OP 先弹出右操作数；RETURN_VALUE → graph.output。",
 ))
 
 
@@ -205,9 +251,16 @@ def _compare_prediction(expected, got) -> Verdict:
     return PASS
 
 
-EXERCISES.append(Exercise(
-    id="05.guard_predictor", title="守卫预测器：哪些调用会重新编译", function="predict_recompiles", points=2,
-    public_cases=lambda: [
+GUARD_SIZES = (1, 3, 4, 6, 8)  # the sizes of x in the predictor's calls: 1 shows 0/1 specialisation
+
+
+def _distinct_calls(count: int) -> list[dict]:
+    """``count`` calls that no earlier entry accepts under ``dynamic=False``."""
+    return [_spec(size=size, n=n) for n in (2, 5, 7) for size in GUARD_SIZES][:count]
+
+
+def _guard_public_cases() -> list[Case]:
+    return [
         _guard_case("int-then-shape", [_spec(n=2), _spec(n=5), _spec(n=7), _spec(size=8, n=7), _spec(size=3, n=2)],
                     None, "整数参数和形状先后变化：自动动态"),
         _guard_case("same-calls-static", [_spec(n=2), _spec(n=5), _spec(n=2), _spec(size=8, n=5)], False,
@@ -215,15 +268,48 @@ EXERCISES.append(Exercise(
         _guard_case("flag-dtype-grad", [_spec(), _spec(flag=False), _spec(), _spec(dtype="float64"),
                                         _spec(requires_grad=True), _spec(size=6, requires_grad=True)], None,
                     "bool、dtype、requires_grad 都有守卫"),
-    ],
+        _guard_case("sticky-dynamic", [_spec(size=4), _spec(size=8), _spec(size=4, flag=False),
+                                       _spec(size=6, flag=False)], None,
+                    "size 变成动态之后，因为 flag 再编译的条目里 size 仍是动态的"),
+        _guard_case("size-one", [_spec(size=4), _spec(size=8), _spec(size=1), _spec(size=1), _spec(size=6)], None,
+                    "大小为 1 的维度：0/1 特化"),
+        _guard_case("recompile-limit", _distinct_calls(10) + [_spec(size=1, n=2)], False,
+                    "十组不同的值：条目数到了 recompile_limit 之后"),
+    ]
+
+
+def _guard_designed_cases() -> list[Case]:
+    return [
+        _guard_case("designed-sticky-n", [_spec(n=2), _spec(n=5), _spec(n=2, flag=False), _spec(n=7, flag=False)],
+                    None),
+        _guard_case("designed-second-size", [_spec(size=6), _spec(size=6, flag=False), _spec(size=6),
+                                             _spec(size=3), _spec(size=8, flag=False)], None),
+        _guard_case("designed-size-one-first", [_spec(size=1), _spec(size=4), _spec(size=6), _spec(size=1),
+                                                _spec(size=1, dtype="float64"), _spec(size=3, dtype="float64")], None),
+        _guard_case("designed-static-shapes", [_spec(size=3), _spec(size=4), _spec(size=3), _spec(size=6),
+                                               _spec(size=1), _spec(size=4, n=5)], False),
+        _guard_case("designed-requires-grad", [_spec(requires_grad=True), _spec(), _spec(requires_grad=True),
+                                               _spec(n=5), _spec(n=7, requires_grad=True)], None),
+        _guard_case("designed-limit-dynamic", [_spec(flag=flag, dtype=dtype, requires_grad=grad)
+                                               for grad in (False, True) for dtype in ("float32", "float64")
+                                               for flag in (True, False)] + [_spec(size=8), _spec(n=5, flag=False)],
+                    None),
+    ]
+
+
+EXERCISES.append(Exercise(
+    id="05.guard_predictor", title="守卫预测器：哪些调用会重新编译", function="predict_recompiles", points=2,
+    public_cases=_guard_public_cases,
+    designed_cases=_guard_designed_cases,
     random_cases=lambda rng: [
-        _guard_case(f"hidden-{i}", models.random_calls(rng, rng.randint(5, 8)), rng.choice([None, False]))
+        _guard_case(f"hidden-{i}", models.random_calls(rng, rng.randint(5, 8), GUARD_SIZES), rng.choice([None, False]))
         for i in range(2)
     ],
     produce=predictor_artifact, analyze=_with_measurement, confine_analysis=False, compare=_compare_prediction,
     hint="维护一个缓存条目列表：每个条目记下编译时的 (size, dtype, requires_grad, n, flag) 和其中哪些是动态的；"
-         "一次调用命中 = 某个条目的每个静态字段都相等。未命中才编译：dynamic=None 时，size 或 n 只要和第一次编译时的值不同，"
-         "之后编译的条目就把它当作动态（接受任何值）；bool、dtype、requires_grad 永远是静态的；dynamic=False 时一切都是静态的。",
+         "一次调用命中 = 某个条目的每个静态字段都相等、每个动态的 size 都 ≥ 2。未命中才编译：dynamic=None 时，size 或 n "
+         "只要和第一次编译时的值不同过，之后编译的条目就把它当作动态（size 为 1 的那次除外）；bool、dtype、requires_grad "
+         "永远是静态的；dynamic=False 时一切都是静态的；条目数到了 recompile_limit 就不再编译。",
 ))
 
 

@@ -16,6 +16,7 @@ reference solutions use them openly, because they are what the chapter teaches.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import logging
 import random
@@ -29,11 +30,16 @@ __all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BR
            "FEATURES", "transformed_code", "quiet_dynamo"]
 
 
+_PROGRAM_FILE = "<program>"  # the file name of every program's code
+
+
 def load_program(source: str):
-    """The one function defined by ``source``, with ``torch`` as its only global."""
+    """The one function defined by ``source``; ``torch`` is a global, and the source may
+    import more (``from torch import relu``)."""
     namespace: dict = {"torch": torch}
-    exec(compile(source, "<program>", "exec"), namespace)
-    functions = [v for k, v in namespace.items() if k != "torch" and callable(v)]
+    exec(compile(source, _PROGRAM_FILE, "exec"), namespace)
+    functions = [v for v in namespace.values()
+                 if inspect.isfunction(v) and v.__code__.co_filename == _PROGRAM_FILE]
     if len(functions) != 1:
         raise ValueError("a program defines exactly one function")
     return functions[0]
@@ -50,20 +56,40 @@ def affine_relu(x, w, b):
     "normalize": '''
 def normalize(x):
     centered = x - x.mean(dim=0, keepdim=True)
-    return centered / (centered.std() + 1e-05)
+    scaled = centered / (centered.std() + 1e-05)
+    return torch.clamp(scaled, max=2.0)
+''',
+    "constants": '''
+def constants(x):
+    angle = x * (torch.pi / 4)
+    return torch.cos(angle) + torch.finfo(torch.float32).eps
 ''',
     "gated": '''
 def gated(x, y):
     gate = torch.sigmoid(x)
     return gate * torch.tanh(y) + (1 - gate) * -y
 ''',
+    "imported": '''
+from torch import relu
+import torch.nn.functional as F
+
+def imported(x, y):
+    h = y * F.silu(x)
+    return relu(h) - 0.5
+''',
 }
+
+# Random programs start with these imports: a call of an imported function pushes NULL
+# itself (LOAD_GLOBAL), and an imported module's function is a plain attribute (LOAD_ATTR).
+_PROGRAM_IMPORTS = "from torch import tanh\nimport torch.nn.functional as F\n\n"
 
 # (template, number of operands); operands are earlier values, {c} a constant
 _LINE_TEMPLATES = [
-    ("torch.relu({0})", 1), ("torch.tanh({0})", 1), ("{0}.sigmoid()", 1), ("{0} + {1}", 2),
+    ("torch.relu({0})", 1), ("tanh({0})", 1), ("{0}.sigmoid()", 1), ("{0} + {1}", 2),
     ("{0} * {c}", 1), ("{c} - {0}", 1), ("{0} @ {1}", 2), ("{0}.sum(dim=1, keepdim=True) + {0}", 1),
-    ("-{0}", 1), ("torch.clamp({0}, min=-1.0, max={c})", 1), ("{0}.t() * {1}", 2), ("torch.mul({0}, {1})", 2),
+    ("-{0}", 1), ("torch.clamp({0}, min=-1.0, max={c})", 1), ("torch.clamp({0}, max={c})", 1),
+    ("{0}.t() * {1}", 2), ("torch.mul({0}, {1})", 2), ("{1} * F.silu({0})", 2), ("{c} / ({0}.abs() + 1.0)", 1),
+    ("{0} * (torch.pi / {c})", 1),
 ]
 
 
@@ -77,7 +103,7 @@ def random_straight_line(rng: random.Random, name: str, inputs: int = 2, lines: 
         body.append(f"    v{index} = " + template.format(*operands, c=rng.choice([0.5, 2.0, 3.0])))
         values.append(f"v{index}")
     body.append(f"    return {values[-1]}")
-    return f"def {name}({', '.join(values[:inputs])}):\n" + "\n".join(body) + "\n"
+    return _PROGRAM_IMPORTS + f"def {name}({', '.join(values[:inputs])}):\n" + "\n".join(body) + "\n"
 
 
 # --- programs with graph breaks (05.bytecode_inspector) ---------------------------------
@@ -195,15 +221,15 @@ def measure_compiles(calls: list[dict], dynamic) -> list[bool]:
     return compiles
 
 
-def random_calls(rng: random.Random, count: int) -> list[dict]:
-    """Call descriptions that change one thing at a time, mostly: sizes 3/4/6/8, n 2/5/7."""
-    spec = {"size": rng.choice([3, 4, 6, 8]), "dtype": "float32", "requires_grad": False,
+def random_calls(rng: random.Random, count: int, sizes: tuple = (3, 4, 6, 8)) -> list[dict]:
+    """Call descriptions that change one thing at a time, mostly: n 2/5/7, one of ``sizes``."""
+    spec = {"size": rng.choice(sizes), "dtype": "float32", "requires_grad": False,
             "n": rng.choice([2, 5, 7]), "flag": True}
     calls = [dict(spec)]
     for _ in range(count - 1):
         key = rng.choice(["size", "size", "n", "n", "flag", "dtype", "requires_grad", "same"])
         if key == "size":
-            spec["size"] = rng.choice([3, 4, 6, 8])
+            spec["size"] = rng.choice(sizes)
         elif key == "n":
             spec["n"] = rng.choice([2, 5, 7])
         elif key == "flag":

@@ -1,92 +1,525 @@
-"""Plausible wrong answers to chapter 05's exercises, each with the belief it embodies; the checks must reject each one."""
+"""Answers to chapter 05's exercises: plausible wrong ones, each with the belief it embodies
+(the checks must reject each one), and right ones written differently from the reference
+(every case must accept them).
+
+Self-contained (no import of the references): tests paste this module into notebooks
+that are graded in the sandbox, where the solutions are hidden. Which wrong tracers exist
+depends on the Python running them: a tracer that assumes 3.11's opcodes is wrong only on
+3.12+, one that reads 3.12's method flag into 3.11's LOAD_ATTR only on 3.11.
+"""
 import dis
 import operator
+import sys
 
 import torch
 import torch.fx as fx
 from torch._dynamo.convert_frame import register_bytecode_hook
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "@": operator.matmul}
+
+# --- 05.bytecode_tracer ---------------------------------------------------------------
+
+_NULL = object()        # CPython's NULL stack entry
 
 
-def _trace(fn, *, swap_operands=False, every_local=False):
-    """A bytecode tracer with one of two classic bugs (used by the wrong tracers below)."""
-    null = object()
+class _Method:
+    """A Tensor method loaded from a graph value: called as ``graph.call_method``."""
 
-    class Method:
-        def __init__(self, name):
-            self.name = name
+    def __init__(self, name):
+        self.name = name
 
-    graph = fx.Graph()
-    code = fn.__code__
-    inputs = code.co_varnames if every_local else code.co_varnames[:code.co_argcount]
-    local_vars = {name: graph.placeholder(name) for name in inputs}
-    stack, kw_names = [], ()
 
-    def call(target, args, kwargs):
-        if isinstance(target, Method):
-            return graph.call_method(target.name, tuple(args), kwargs)
-        if any(isinstance(a, fx.Node) for a in list(args) + list(kwargs.values())):
+class _Tracer:
+    """A right tracer with one method per opcode, the shape of Dynamo's InstructionTranslator;
+    torch functions for the operators. Each wrong tracer below overrides the rule it gets wrong."""
+
+    # each operator: the torch function recorded in the graph, the Python one that folds constants
+    BINARY = {"+": (torch.add, operator.add), "-": (torch.sub, operator.sub), "*": (torch.mul, operator.mul),
+              "/": (torch.div, operator.truediv), "@": (torch.matmul, operator.matmul)}
+
+    def __init__(self, fn):
+        self.fn, self.code, self.graph = fn, fn.__code__, fx.Graph()
+        self.locals = {name: self.graph.placeholder(name) for name in self.inputs()}
+        self.stack, self.kw_names, self.done = [], (), False
+
+    def inputs(self):
+        return self.code.co_varnames[:self.code.co_argcount]
+
+    def run(self) -> fx.GraphModule:
+        for inst in dis.get_instructions(self.fn):
+            handler = getattr(self, inst.opname, None)
+            if handler is None:
+                raise RuntimeError(f"unsupported instruction {inst.opname}")
+            handler(inst)
+            if self.done:
+                break
+        return fx.GraphModule(torch.nn.Module(), self.graph)
+
+    def pop(self, count):
+        values = self.stack[len(self.stack) - count:]
+        del self.stack[len(self.stack) - count:]
+        return values
+
+    def emit(self, target, args, kwargs):
+        if isinstance(target, _Method):
+            return self.graph.call_method(target.name, tuple(args), kwargs)
+        if any(isinstance(v, fx.Node) for v in [*args, *kwargs.values()]):
+            return self.graph.call_function(target, tuple(args), kwargs)
+        return target(*args, **kwargs)
+
+    def skip(self, inst):
+        pass
+
+    RESUME = PRECALL = skip
+
+    def LOAD_FAST(self, inst):
+        self.stack.append(self.locals[inst.argval])
+
+    def LOAD_FAST_LOAD_FAST(self, inst):
+        self.stack += [self.locals[name] for name in inst.argval]
+
+    def STORE_FAST(self, inst):
+        self.locals[inst.argval] = self.stack.pop()
+
+    def LOAD_CONST(self, inst):
+        self.stack.append(inst.argval)
+
+    def LOAD_GLOBAL(self, inst):
+        if "NULL" in inst.argrepr:                        # "NULL + relu" or "relu + NULL"
+            self.stack.append(_NULL)
+        self.stack.append(self.fn.__globals__[inst.argval])
+
+    def PUSH_NULL(self, inst):
+        self.stack.append(_NULL)
+
+    def LOAD_METHOD(self, inst):
+        owner = self.stack.pop()
+        self.stack += [_Method(inst.argval), owner] if isinstance(owner, fx.Node) \
+            else [_NULL, getattr(owner, inst.argval)]
+
+    def LOAD_ATTR(self, inst):
+        if self.loads_method(inst):
+            self.LOAD_METHOD(inst)
+        else:
+            self.stack.append(getattr(self.stack.pop(), inst.argval))
+
+    def loads_method(self, inst):
+        return "NULL|self" in inst.argrepr                # 3.12: "NULL|self + sum", 3.13: "sum + NULL|self"
+
+    def KW_NAMES(self, inst):
+        self.kw_names = self.code.co_consts[inst.arg]
+
+    def CALL(self, inst):
+        args = self.pop(inst.arg)
+        lower, upper = self.pop(2)
+        if _NULL in (lower, upper):
+            target = upper if lower is _NULL else lower
+        else:
+            target, args = lower, [upper] + args
+        split = len(args) - len(self.kw_names)
+        self.stack.append(self.emit(target, args[:split], dict(zip(self.kw_names, args[split:]))))
+        self.kw_names = ()
+
+    def CALL_KW(self, inst):
+        self.kw_names = self.stack.pop()
+        self.CALL(inst)
+
+    def BINARY_OP(self, inst):
+        right, left = self.stack.pop(), self.stack.pop()
+        self.stack.append(self.binary(inst.argrepr, left, right))
+
+    def binary(self, symbol, left, right):
+        in_graph, in_python = self.BINARY[symbol]
+        if isinstance(left, fx.Node) or isinstance(right, fx.Node):
+            return self.graph.call_function(in_graph, (left, right))
+        return in_python(left, right)
+
+    def UNARY_NEGATIVE(self, inst):
+        value = self.stack.pop()
+        self.stack.append(self.graph.call_function(torch.neg, (value,)) if isinstance(value, fx.Node) else -value)
+
+    def RETURN_VALUE(self, inst):
+        self.graph.output(self.stack.pop())
+        self.done = True
+
+
+def bytecode_to_fx_opcode_methods(fn):
+    return _Tracer(fn).run()
+
+
+class _SwappedOperands(_Tracer):
+    def BINARY_OP(self, inst):
+        left, right = self.stack.pop(), self.stack.pop()
+        self.stack.append(self.binary(inst.argrepr, left, right))
+
+
+def bytecode_to_fx_swapped_operands(fn):
+    return _SwappedOperands(fn).run()
+
+
+class _EveryLocalIsInput(_Tracer):
+    def inputs(self):
+        return self.code.co_varnames
+
+
+def bytecode_to_fx_every_local(fn):
+    return _EveryLocalIsInput(fn).run()
+
+
+class _GraphValueFirst(_Tracer):
+    def binary(self, symbol, left, right):
+        if isinstance(right, fx.Node) and not isinstance(left, fx.Node):
+            left, right = right, left                     # 1 - gate recorded as gate - 1
+        return super().binary(symbol, left, right)
+
+
+def bytecode_to_fx_graph_value_first(fn):
+    return _GraphValueFirst(fn).run()
+
+
+class _NoConstantFolding(_Tracer):
+    def emit(self, target, args, kwargs):
+        if isinstance(target, _Method):
+            return self.graph.call_method(target.name, tuple(args), kwargs)
+        return self.graph.call_function(target, tuple(args), kwargs)
+
+    def binary(self, symbol, left, right):
+        return self.graph.call_function(self.BINARY[symbol][0], (left, right))
+
+
+def bytecode_to_fx_without_constant_folding(fn):
+    return _NoConstantFolding(fn).run()
+
+
+class _TorchFunctionFoldsConstants(_Tracer):
+    def binary(self, symbol, left, right):
+        return self.emit(self.BINARY[symbol][0], [left, right], {})
+
+
+def bytecode_to_fx_torch_function_folds_constants(fn):
+    return _TorchFunctionFoldsConstants(fn).run()
+
+
+class _KeywordsAsPositional(_Tracer):
+    def KW_NAMES(self, inst):
+        pass
+
+    def CALL_KW(self, inst):
+        self.stack.pop()
+        self.CALL(inst)
+
+
+def bytecode_to_fx_keywords_as_positional(fn):
+    return _KeywordsAsPositional(fn).run()
+
+
+class _GlobalWithoutNull(_Tracer):
+    def LOAD_GLOBAL(self, inst):
+        self.stack.append(self.fn.__globals__[inst.argval])
+
+
+def bytecode_to_fx_global_without_null(fn):
+    return _GlobalWithoutNull(fn).run()
+
+
+class _EveryAttributeIsMethod(_Tracer):
+    def loads_method(self, inst):
+        return True
+
+
+def bytecode_to_fx_every_attribute_a_method(fn):
+    return _EveryAttributeIsMethod(fn).run()
+
+
+class _Python311Opcodes(_Tracer):
+    def loads_method(self, inst):
+        return False                                      # 3.11: methods come from LOAD_METHOD
+
+
+def bytecode_to_fx_python311_opcodes(fn):
+    return _Python311Opcodes(fn).run()
+
+
+class _MethodFlagOnEveryVersion(_Tracer):
+    def loads_method(self, inst):
+        return bool(inst.arg & 1)                         # on 3.11 the argument is only the name's index
+
+
+def bytecode_to_fx_method_flag_on_every_version(fn):
+    return _MethodFlagOnEveryVersion(fn).run()
+
+
+class _MethodFlagAsPrefix(_Tracer):
+    def loads_method(self, inst):
+        return inst.argrepr.startswith("NULL|self")       # 3.12's display; 3.13 prints it after the name
+
+
+def bytecode_to_fx_method_flag_as_prefix(fn):
+    return _MethodFlagAsPrefix(fn).run()
+
+
+def bytecode_to_fx_by_version_layout(fn):
+    """None as NULL, a match statement, and each version's documented CALL layout."""
+    code, graph, null_after = fn.__code__, fx.Graph(), sys.version_info >= (3, 13)
+    local_vars = {name: graph.placeholder(name) for name in code.co_varnames[:code.co_argcount]}
+    binary = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "@": operator.matmul}
+    stack, names = [], ()
+
+    def push_with_null(value):
+        stack.extend([value, None] if null_after else [None, value])
+
+    def record(target, args, kwargs):
+        if isinstance(target, str):
+            return graph.call_method(target, tuple(args), kwargs)
+        if any(isinstance(v, fx.Node) for v in list(args) + list(kwargs.values())):
             return graph.call_function(target, tuple(args), kwargs)
         return target(*args, **kwargs)
 
     for inst in dis.get_instructions(fn):
-        op = inst.opname
-        if op in ("RESUME", "NOP", "PRECALL", "CACHE"):
-            continue
-        if op in ("LOAD_FAST", "LOAD_FAST_CHECK"):
-            stack.append(local_vars[inst.argval])
-        elif op == "STORE_FAST":
-            local_vars[inst.argval] = stack.pop()
-        elif op == "LOAD_CONST":
-            stack.append(inst.argval)
-        elif op == "LOAD_GLOBAL":
-            value = fn.__globals__.get(inst.argval, fn.__builtins__.get(inst.argval))
-            stack += [null, value] if inst.arg & 1 else [value]
-        elif op == "PUSH_NULL":
-            stack.append(null)
-        elif op == "LOAD_METHOD" or (op == "LOAD_ATTR" and inst.argrepr.startswith("NULL|self")):
-            owner = stack.pop()
-            stack += [Method(inst.argval), owner] if isinstance(owner, fx.Node) else [null, getattr(owner, inst.argval)]
-        elif op == "LOAD_ATTR":
-            stack.append(getattr(stack.pop(), inst.argval))
-        elif op == "KW_NAMES":
-            kw_names = code.co_consts[inst.arg]
-        elif op == "CALL":
-            args = stack[len(stack) - inst.arg:] if inst.arg else []
-            del stack[len(stack) - inst.arg:]
-            upper, lower = stack.pop(), stack.pop()
-            target, args = (upper, args) if lower is null else (lower, [upper] + args)
-            kwargs = {}
-            if kw_names:
-                kwargs = dict(zip(kw_names, args[len(args) - len(kw_names):]))
-                args, kw_names = args[:len(args) - len(kw_names)], ()
-            stack.append(call(target, args, kwargs))
-        elif op == "BINARY_OP":
-            left, right = stack.pop(), stack.pop()        # bug when swap_operands: TOS is the *right* operand
-            if not swap_operands:
-                left, right = right, left
-            stack.append(call(_BINARY[inst.argrepr.rstrip("=")], [left, right], {}))
-        elif op == "UNARY_NEGATIVE":
-            stack.append(call(operator.neg, [stack.pop()], {}))
-        elif op == "RETURN_VALUE":
-            graph.output(stack.pop())
-            break
-        else:
-            raise RuntimeError(f"unsupported {op}")
+        match inst.opname:
+            case "RESUME" | "PRECALL":
+                pass
+            case "LOAD_FAST":
+                stack.append(local_vars[inst.argval])
+            case "LOAD_FAST_LOAD_FAST":
+                stack.extend(local_vars[name] for name in inst.argval)
+            case "STORE_FAST":
+                local_vars[inst.argval] = stack.pop()
+            case "LOAD_CONST":
+                stack.append(inst.argval)
+            case "LOAD_GLOBAL" if inst.arg & 1:
+                push_with_null(fn.__globals__[inst.argval])
+            case "LOAD_GLOBAL":
+                stack.append(fn.__globals__[inst.argval])
+            case "PUSH_NULL":
+                stack.append(None)
+            case "LOAD_METHOD" | "LOAD_ATTR" if inst.opname == "LOAD_METHOD" or (
+                    sys.version_info >= (3, 12) and inst.arg & 1):
+                owner = stack.pop()
+                if isinstance(owner, fx.Node):
+                    stack.extend([inst.argval, owner])   # a str: the method's name
+                else:
+                    push_with_null(getattr(owner, inst.argval))
+            case "LOAD_ATTR":
+                stack.append(getattr(stack.pop(), inst.argval))
+            case "KW_NAMES":
+                names = code.co_consts[inst.arg]
+            case "CALL" | "CALL_KW":
+                if inst.opname == "CALL_KW":
+                    names = stack.pop()
+                args = stack[len(stack) - inst.arg:]
+                del stack[len(stack) - inst.arg:]
+                second, first = stack.pop(), stack.pop()
+                if null_after:                          # callable, self or NULL, args
+                    target, self_arg = first, second
+                else:                                   # NULL or method, callable or self, args
+                    target, self_arg = (second, None) if first is None else (first, second)
+                if self_arg is not None:
+                    args = [self_arg] + args
+                keywords = dict(zip(names, args[len(args) - len(names):]))
+                stack.append(record(target, args[:len(args) - len(names)], keywords))
+                names = ()
+            case "BINARY_OP":
+                right = stack.pop()
+                stack.append(record(binary[inst.argrepr], [stack.pop(), right], {}))
+            case "UNARY_NEGATIVE":
+                stack.append(record(operator.neg, [stack.pop()], {}))
+            case "RETURN_VALUE":
+                graph.output(stack.pop())
+                break
+            case other:
+                raise RuntimeError(f"unsupported instruction {other}")
     return fx.GraphModule(torch.nn.Module(), graph)
 
 
-def bytecode_to_fx_swapped_operands(fn):
-    """Pops the left operand first: ``1 - gate`` becomes ``gate - 1``."""
-    return _trace(fn, swap_operands=True)
+# --- 05.guard_predictor ---------------------------------------------------------------
+
+class _GuardCache:
+    """A right model of scale_shift's cache entries; each wrong predictor below overrides
+    the rule it gets wrong."""
+
+    limit = torch._dynamo.config.recompile_limit
+
+    def __init__(self, dynamic):
+        self.dynamic, self.entries, self.first, self.changed = dynamic, [], None, set()
+
+    def predict(self, calls):
+        return [self.compiles(call) for call in calls]
+
+    def compiles(self, call):
+        if any(self.accepts(entry, fields, call) for entry, fields in self.entries) or self.full():
+            return False
+        self.first = self.first or call
+        self.entries.append((dict(call), self.dynamic_fields(call)))
+        return True
+
+    def full(self):
+        return len(self.entries) >= self.limit
+
+    def accepts(self, entry, dynamic_fields, call):
+        return all(self.field_accepts(key, entry[key], call[key], key in dynamic_fields) for key in call)
+
+    def field_accepts(self, key, compiled, value, dynamic):
+        if dynamic:
+            return key != "size" or value >= 2
+        return compiled == value
+
+    def dynamic_fields(self, call):
+        if self.dynamic is None:
+            self.changed |= {key for key in ("size", "n") if call[key] != self.first[key]}
+        return {key for key in self.changed if not (key == "size" and call["size"] < 2)}
 
 
-def bytecode_to_fx_every_local(fn):
-    """Makes a placeholder for every name in ``co_varnames``: locals like ``y`` are not inputs."""
-    return _trace(fn, every_local=True)
+class _TensorsOnly(_GuardCache):
+    def field_accepts(self, key, compiled, value, dynamic):
+        return key in ("n", "flag") or super().field_accepts(key, compiled, value, dynamic)
 
+
+def predict_recompiles_tensors_only(calls, dynamic):
+    return _TensorsOnly(dynamic).predict(calls)
+
+
+class _IntIsGraphInput(_GuardCache):
+    def field_accepts(self, key, compiled, value, dynamic):
+        return key == "n" or super().field_accepts(key, compiled, value, dynamic)
+
+
+def predict_recompiles_int_is_graph_input(calls, dynamic):
+    return _IntIsGraphInput(dynamic).predict(calls)
+
+
+class _ShapeOnly(_GuardCache):
+    def field_accepts(self, key, compiled, value, dynamic):
+        return key != "size" or super().field_accepts(key, compiled, value, dynamic)
+
+
+def predict_recompiles_shape_only(calls, dynamic):
+    return _ShapeOnly(dynamic).predict(calls)
+
+
+class _NotSticky(_GuardCache):
+    def dynamic_fields(self, call):
+        if self.dynamic is not None:
+            return set()
+        return {key for key in ("size", "n") if call[key] != self.first[key] and not (key == "size" and call["size"] < 2)}
+
+
+def predict_recompiles_forgets_dynamic(calls, dynamic):
+    return _NotSticky(dynamic).predict(calls)
+
+
+class _DynamicFromTheStart(_GuardCache):
+    def dynamic_fields(self, call):
+        if self.dynamic is not None:
+            return set()
+        return {"n"} | ({"size"} if call["size"] >= 2 else set())
+
+
+def predict_recompiles_dynamic_from_the_start(calls, dynamic):
+    return _DynamicFromTheStart(dynamic).predict(calls)
+
+
+class _NoZeroOneSpecialisation(_GuardCache):
+    def field_accepts(self, key, compiled, value, dynamic):
+        return dynamic or compiled == value
+
+    def dynamic_fields(self, call):
+        if self.dynamic is None:
+            self.changed |= {key for key in ("size", "n") if call[key] != self.first[key]}
+        return set(self.changed)
+
+
+def predict_recompiles_size_one_is_dynamic(calls, dynamic):
+    return _NoZeroOneSpecialisation(dynamic).predict(calls)
+
+
+class _NoRecompileLimit(_GuardCache):
+    def full(self):
+        return False
+
+
+def predict_recompiles_without_limit(calls, dynamic):
+    return _NoRecompileLimit(dynamic).predict(calls)
+
+
+class _StaticMeansAutomatic(_GuardCache):
+    def __init__(self, dynamic):
+        super().__init__(None)
+
+
+def predict_recompiles_false_is_automatic(calls, dynamic):
+    return _StaticMeansAutomatic(dynamic).predict(calls)
+
+
+class _OneEntry(_GuardCache):
+    def compiles(self, call):
+        compiled = super().compiles(call)
+        if compiled:
+            del self.entries[:-1]                            # the new graph replaces the old one
+        return compiled
+
+
+def predict_recompiles_newest_entry_only(calls, dynamic):
+    return _OneEntry(dynamic).predict(calls)
+
+
+class _GradUnguarded(_GuardCache):
+    def field_accepts(self, key, compiled, value, dynamic):
+        return key == "requires_grad" or super().field_accepts(key, compiled, value, dynamic)
+
+
+def predict_recompiles_requires_grad_unguarded(calls, dynamic):
+    return _GradUnguarded(dynamic).predict(calls)
+
+
+_AUTO_DYNAMIC = "auto-dynamic"
+
+
+def predict_recompiles_frame_state(calls, dynamic):
+    """Dynamo's own bookkeeping: a frame state per field (its first value, or auto-dynamic
+    once a second value is compiled) and each entry as a list of guard functions."""
+    frame_state, guards, compiled = {}, [], []
+    for call in calls:
+        if any(all(guard(call) for guard in entry) for entry in guards) or \
+                len(guards) >= torch._dynamo.config.recompile_limit:
+            compiled.append(False)
+            continue
+        entry = []
+        for key, value in call.items():
+            if dynamic is None and key in ("size", "n"):
+                if frame_state.setdefault(key, value) != value:
+                    frame_state[key] = _AUTO_DYNAMIC
+            if frame_state.get(key) == _AUTO_DYNAMIC and not (key == "size" and value < 2):
+                entry.append((lambda key: lambda c: key != "size" or c[key] >= 2)(key))
+            else:
+                entry.append((lambda key, value: lambda c: c[key] == value)(key, value))
+        guards.append(entry)
+        compiled.append(True)
+    return compiled
+
+
+def predict_recompiles_distinct_values(calls, dynamic):
+    """Entries as tuples with None for a dynamic field; a field is dynamic once two distinct
+    values of it were compiled."""
+    fields = ("size", "n", "flag", "dtype", "requires_grad")
+    seen = {"size": set(), "n": set()}
+    entries, compiled = [], []
+    for call in calls:
+        values = tuple(call[f] for f in fields)
+        hit = any(all(e is None and (f != "size" or v >= 2) or e == v for f, e, v in zip(fields, entry, values))
+                  for entry in entries)
+        if hit or len(entries) >= torch._dynamo.config.recompile_limit:
+            compiled.append(False)
+            continue
+        for field in seen:
+            seen[field].add(call[field])
+        dynamic_fields = {f for f in seen if dynamic is None and len(seen[f]) > 1} - ({"size"} if call["size"] < 2 else set())
+        entries.append(tuple(None if f in dynamic_fields else v for f, v in zip(fields, values)))
+        compiled.append(True)
+    return compiled
+
+
+# --- 05.bytecode_inspector, 05.compile_once, 05.cache_lookup ------------------------------
 
 def inspect_bytecode_first_frame_only(fn, args):
     """Keeps only the first transformed frame: misses the resume functions' frames."""
@@ -107,34 +540,6 @@ def inspect_bytecode_from_explain(fn, args):
     explained = torch._dynamo.explain(fn)(*args)
     return [{"name": fn.__code__.co_name, "compiled": explained.graph_count,
              "resumes": explained.graph_break_count}]
-
-
-def predict_recompiles_tensors_only(calls, dynamic):
-    """"Dynamo guards only tensors": ignores the Python int ``n`` and bool ``flag``."""
-    entries, first_size, dynamic_size, result = [], None, False, []
-    for call in calls:
-        key = (call["size"], call["dtype"], call["requires_grad"])
-        if any(k[1:] == key[1:] and (dyn or k[0] == key[0]) for k, dyn in entries):
-            result.append(False)
-            continue
-        first_size = call["size"] if first_size is None else first_size
-        dynamic_size = dynamic_size or (dynamic is None and call["size"] != first_size)
-        entries.append((key, dynamic_size))
-        result.append(True)
-    return result
-
-
-def predict_recompiles_shape_only(calls, dynamic):
-    """Knows automatic dynamic for sizes but forgets that ints, bools, dtypes and requires_grad are guarded."""
-    sizes, dynamic_size, result = [], False, []
-    for call in calls:
-        if call["size"] in sizes or dynamic_size:
-            result.append(False)
-            continue
-        result.append(True)
-        dynamic_size = dynamic is None and bool(sizes)
-        sizes.append(call["size"])
-    return result
 
 
 def compile_once_dynamic_true(fn, backend):
@@ -164,17 +569,54 @@ def cached_entry_first_always(fn, args):
 
 WRONG_ANSWERS = [
     ("05.bytecode_tracer", bytecode_to_fx_swapped_operands,
-     "Pops the left operand first: ``1 - gate`` becomes ``gate - 1``."),
+     "BINARY_OP pops the left operand first (the top of the stack is the right operand)"),
     ("05.bytecode_tracer", bytecode_to_fx_every_local,
-     "Makes a placeholder for every name in ``co_varnames``: locals like ``y`` are not inputs."),
+     "every name in co_varnames is an input (locals come after the co_argcount arguments)"),
+    ("05.bytecode_tracer", bytecode_to_fx_graph_value_first,
+     "a graph value must be call_function's first argument, so a constant left operand is moved right"),
+    ("05.bytecode_tracer", bytecode_to_fx_without_constant_folding,
+     "every call and operator becomes a graph node, even one on constants only (no constant folding)"),
+    ("05.bytecode_tracer", bytecode_to_fx_torch_function_folds_constants,
+     "the torch function recorded for an operator also folds constants (torch.div(3.14, 4) needs a tensor)"),
+    ("05.bytecode_tracer", bytecode_to_fx_keywords_as_positional,
+     "keyword arguments can be passed positionally (their names, KW_NAMES or CALL_KW's tuple, are dropped)"),
+    ("05.bytecode_tracer", bytecode_to_fx_global_without_null,
+     "LOAD_GLOBAL pushes only the global (its low bit also pushes NULL for a call)"),
+    ("05.bytecode_tracer", bytecode_to_fx_every_attribute_a_method,
+     "every LOAD_ATTR loads a method and pushes NULL (only the method flag does)"),
+    *([("05.bytecode_tracer", bytecode_to_fx_method_flag_on_every_version,
+        "LOAD_ATTR's low bit marks a method load on 3.11 too (there the argument is only the name's index)")]
+      if sys.version_info < (3, 12) else []),
+    *([("05.bytecode_tracer", bytecode_to_fx_python311_opcodes,
+        "Python 3.11's opcodes on 3.12+: LOAD_ATTR is always a plain attribute, methods come from LOAD_METHOD")]
+      if sys.version_info >= (3, 12) else []),
+    *([("05.bytecode_tracer", bytecode_to_fx_method_flag_as_prefix,
+        "Python 3.12's display on 3.13: a method load's argrepr starts with 'NULL|self'")]
+      if sys.version_info >= (3, 13) else []),
     ("05.bytecode_inspector", inspect_bytecode_first_frame_only,
      "Keeps only the first transformed frame: misses the resume functions' frames."),
     ("05.bytecode_inspector", inspect_bytecode_from_explain,
      "Counts graphs and breaks with ``explain`` instead of reading the new bytecode."),
     ("05.guard_predictor", predict_recompiles_tensors_only,
-     "'Dynamo guards only tensors': ignores the Python int ``n`` and bool ``flag``."),
+     "Dynamo guards only tensors: the Python int n and bool flag never recompile"),
     ("05.guard_predictor", predict_recompiles_shape_only,
-     "Knows automatic dynamic for sizes but forgets that ints, bools, dtypes and requires_grad are guarded."),
+     "only the shape is guarded: ints, bools, dtypes and requires_grad never recompile"),
+    ("05.guard_predictor", predict_recompiles_int_is_graph_input,
+     "a Python int becomes a graph input like a tensor: a new n never recompiles (flag is still guarded)"),
+    ("05.guard_predictor", predict_recompiles_forgets_dynamic,
+     "automatic dynamic is not sticky: an entry compiled with the first size again is static in it"),
+    ("05.guard_predictor", predict_recompiles_dynamic_from_the_start,
+     "dynamic=None makes sizes and ints dynamic from the first compile, like dynamic=True"),
+    ("05.guard_predictor", predict_recompiles_size_one_is_dynamic,
+     "a dynamic size accepts any value, size 1 included (0/1 specialisation forgotten)"),
+    ("05.guard_predictor", predict_recompiles_without_limit,
+     "there is no recompile limit: every guard failure compiles a new entry"),
+    ("05.guard_predictor", predict_recompiles_false_is_automatic,
+     "dynamic=False only forbids dynamic=True's symbols; automatic dynamic still applies"),
+    ("05.guard_predictor", predict_recompiles_newest_entry_only,
+     "a recompile replaces the cached graph: only the newest entry is checked"),
+    ("05.guard_predictor", predict_recompiles_requires_grad_unguarded,
+     "the tensor guard checks shape and dtype, not requires_grad"),
     ("05.compile_once", compile_once_dynamic_true,
      "``dynamic=True``: every dimension symbolic, so a batch of 8 is duck-sized with the features."),
     ("05.compile_once", compile_once_default,
@@ -183,4 +625,15 @@ WRONG_ANSWERS = [
      "Checks the oldest entry first (compile order), not the order the C lookup uses."),
     ("05.cache_lookup", cached_entry_first_always,
      "Returns the first entry without checking its guards."),
+]
+
+RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
+    ("05.bytecode_tracer", bytecode_to_fx_opcode_methods,
+     "a class with one method per opcode, torch functions for the operators, NULL found in argrepr"),
+    ("05.bytecode_tracer", bytecode_to_fx_by_version_layout,
+     "None as NULL, a match statement, each version's documented CALL layout"),
+    ("05.guard_predictor", predict_recompiles_frame_state,
+     "Dynamo's frame state (first value or auto-dynamic) and entries as lists of guard functions"),
+    ("05.guard_predictor", predict_recompiles_distinct_values,
+     "entries as tuples with None for dynamic fields; dynamic once two distinct values were compiled"),
 ]
