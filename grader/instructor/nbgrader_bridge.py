@@ -3,8 +3,8 @@
 :class:`IsolatedGrading` takes the place of nbgrader's ``Execute`` preprocessor during
 ``nbgrader autograde``: instead of running the submission in a kernel next to the
 tests, it writes the isolated harness's verdict into each check cell — a plain output
-for a pass, an error output for a failure — and nbgrader's own ``SaveAutoGrades`` turns
-that into points. A record saved by ``python -m grader autograde`` is reused only if it
+for a pass, the points as a result for partial credit, an error output for none — and
+nbgrader's own ``SaveAutoGrades`` turns that into points. A record saved by ``python -m grader autograde`` is reused only if it
 was made from the very bytes now in ``submitted/`` with the course's seed.
 """
 from __future__ import annotations
@@ -38,8 +38,14 @@ def autograde_preprocessors() -> list:
 
 
 def _outputs_for(result: ExerciseResult, text: str) -> list:
+    """The check cell's outputs, as nbgrader's ``determine_grade`` reads them: an error
+    output scores 0, an ``execute_result`` holding a number scores that number (partial
+    credit), anything else full points."""
     if result.passed:
         return [new_output("stream", name="stdout", text=text + "\n")]
+    if result.points > 0:
+        return [new_output("stream", name="stdout", text=text + "\n"),
+                new_output("execute_result", data={"text/plain": f"{result.points:g}"}, execution_count=1)]
     return [new_output("error", ename="ExerciseFailed", evalue=result.reason, traceback=text.splitlines())]
 
 
