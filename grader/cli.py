@@ -9,19 +9,22 @@ import sys
 from pathlib import Path
 
 from .errors import GraderError
-from .grading.harness import SOLUTIONS_DIR, grade_file
+from .grading.feedback import format_result, score_text
+from .grading.harness import SOLUTIONS_DIR, grade_file, grade_notebook, graded_exercises
+from .grading.notebooks import read_notebook
 from .grading.results import ExerciseResult
 from .sandbox.confinement import Limits
 
 
 def _table(results: list[ExerciseResult]) -> str:
+    """The instructor's view of a graded submission: one row per exercise."""
     width = max(len(r.exercise_id) for r in results)
-    rows = [f"{'exercise':{width}}  points  status  reason"]
+    rows = [f"{'exercise':{width}}  {'points':>9}  {'status':10}  reason"]
     for r in results:
-        status = "pass" if r.passed else "FAIL"
-        rows.append(f"{r.exercise_id:{width}}  {r.points:>2}/{r.max_points:<3}  {status:6}  {r.reason}")
+        state = "pass" if r.passed else "unanswered" if r.unanswered else "fail"
+        rows.append(f"{r.exercise_id:{width}}  {r.points:>4g}/{r.max_points:<4g}  {state:10}  {r.reason}")
     total, best = sum(r.points for r in results), sum(r.max_points for r in results)
-    rows.append(f"{'total':{width}}  {total:>2}/{best:<3}")
+    rows.append(f"{'total':{width}}  {total:>4g}/{best:<4g}")
     return "\n".join(rows)
 
 
@@ -31,10 +34,20 @@ def _limits(args) -> Limits:
 
 
 def cmd_check(args) -> int:
-    submission = grade_file(args.notebook, seed=args.seed, limits=_limits(args))
-    print(_table(submission.exercises))
+    """The notebook's check cells, from a terminal: the same public cases, the same words."""
+    try:
+        notebook = read_notebook(args.notebook)
+    except GraderError as error:
+        print(f"错误：无法检查这本笔记本（{error}）。", file=sys.stderr)
+        return 2
+    submission = grade_notebook(notebook, seed=0, name=Path(args.notebook).name, limits=_limits(args),
+                                include_hidden=False)
+    exercises = {e.id: e for e in graded_exercises(notebook, Path(args.notebook).name)}
+    for result in submission.exercises:
+        print(format_result(result, exercises[result.exercise_id], show_hint=False))
     for note in submission.notes:
-        print(f"note: {note}")
+        print(f"注：{note}")
+    print(f"合计：{score_text(submission.points, submission.max_points)}（公开用例；隐藏用例只在评分时运行）")
     return 0 if all(r.passed for r in submission.exercises) else 1
 
 
@@ -104,15 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    check = commands.add_parser("check", help="run the graded exercises of a filled-in notebook; exit 0 only if all pass")
+    check = commands.add_parser("check", help="run a notebook's check cells (public cases, the learner's words, in "
+                                              "Chinese); exit 0 only if every exercise passes")
     check.add_argument("notebook")
     grade = commands.add_parser("grade", help="score one submission headless")
     grade.add_argument("submission")
     grade.add_argument("--json", metavar="OUT.json", help="write points, max points, pass/fail and reason per exercise")
     grade.add_argument("--junit", metavar="OUT.xml", help="also write a JUnit XML report")
     grade.add_argument("--gradescope", metavar="results.json", help="also write Gradescope's results.json")
+    grade.add_argument("--seed", type=int, help="seed of the hidden cases (default: random)")
     for sub in (check, grade):
-        sub.add_argument("--seed", type=int, help="seed of the hidden cases (default: random)")
         sub.add_argument("--cell-timeout", type=float, default=120, help="seconds allowed per notebook cell (default 120)")
         sub.add_argument("--case-timeout", type=float, default=60, help="seconds allowed per exercise case (default 60)")
         sub.set_defaults(handler=cmd_check if sub is check else cmd_grade)

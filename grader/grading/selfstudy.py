@@ -1,11 +1,12 @@
 """``check("03.remove_dropout")``: the only code a notebook's check cell contains.
 
 Self-study runs the exercise's public cases in the learner's own kernel, through the
-same call and the same judge as grading, and reports the status: passed (stdout),
-unanswered or wrong (stderr, which nbgrader's ``validate`` counts as a failure). It
-never raises, so "Run All" reaches the end of a chapter whose exercises are still open.
-Grading never relies on this cell: the isolated harness (:mod:`.harness`) runs the
-public and hidden cases where learner code cannot reach the verdict.
+same call and the same judge as grading, and shows the status: passed, not answered yet,
+or wrong, as ordinary output (a coloured label in a notebook, plain text elsewhere): an
+exercise still open is a state of the chapter, not an error. It never raises, so "Run
+All" reaches the end of a chapter whose exercises are still open. Grading never relies
+on this cell: the isolated harness (:mod:`.harness`) runs the public and hidden cases
+where learner code cannot reach the verdict.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Callable
 from .. import chapters
 from ..authoring import Exercise
 from ..sandbox.calls import CASE_TIMEOUT_S, call_learner, read_outcome
-from .feedback import format_result
+from .feedback import CheckReport
 from .judge import EXERCISE_LEVEL_ERRORS, exercise_cases, judge_exercise
 from .results import ExerciseResult
 
@@ -37,19 +38,30 @@ def run_in_kernel(exercise: Exercise, function: Callable | None, *, include_hidd
 
 
 def check(exercise_id: str, hint: bool = False, _caller_depth: int = 1) -> ExerciseResult:
-    """Check the learner's answer to ``exercise_id`` on the public cases and print the status;
+    """Check the learner's answer to ``exercise_id`` on the public cases and show the status;
     the hint appears after a repeated failure, or at once with ``hint=True``."""
     exercise = chapters.get(exercise_id)
     function = sys._getframe(_caller_depth).f_globals.get(exercise.function)
     result = run_in_kernel(exercise, function, include_hidden=False, seed=0)
     if result.passed:
-        print(format_result(result, exercise) + "\n（隐藏用例只在评分时运行。）")
+        show(CheckReport(result, exercise, notes=("（隐藏用例只在评分时运行。）",)))
         return result
     if not result.unanswered:
         failures[exercise.id] += 1
     show_hint = hint or failures[exercise.id] >= FAILURES_BEFORE_HINT
-    text = format_result(result, exercise, show_hint=show_hint)
+    notes = ()
     if exercise.hint and not show_hint and not result.unanswered:
-        text += f'\n  （再检查一次仍未通过时会显示提示；也可以运行 check("{exercise.id}", hint=True) 立即查看。）'
-    print(text, file=sys.stderr)
+        notes = (f'  （再检查一次仍未通过时会显示提示；也可以运行 check("{exercise.id}", hint=True) 立即查看。）',)
+    show(CheckReport(result, exercise, show_hint=show_hint, notes=notes))
     return result
+
+
+def show(report: CheckReport) -> None:
+    """In a notebook: rich output (label and text); elsewhere: the text on stdout."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    if get_ipython() is not None:
+        display(report)
+    else:
+        print(report.text)

@@ -10,7 +10,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from .. import chapters
-from ..grading.feedback import format_result, public_case_lines
+from ..grading.feedback import STATUSES, format_result, public_case_lines
 from ..grading.results import ExerciseResult, results_from_json
 
 
@@ -54,7 +54,8 @@ def _exercise_tests(result: ExerciseResult) -> list[dict]:
     tests = []
     if public:
         ok = all(c.verdict.ok for c in public)
-        head = f"{'✅' if ok else '❌'} 公开用例{'全部通过' if ok else '未全部通过'}；得分含隐藏用例，成绩公布后可见。"
+        mark = STATUSES["passed" if ok else "failed"][0]
+        head = f"{mark} 公开用例{'全部通过' if ok else '未全部通过'}；得分含隐藏用例，成绩公布后可见。"
         tests.append(_test(f"{name}（公开用例）", 0, 0, ok, "\n".join([head, *public_case_lines(public)]), "visible"))
     tests.append(_test(f"{name}（得分，含隐藏用例）", result.points, result.max_points, result.passed,
                        format_result(result, exercise), "after_published"))

@@ -1,4 +1,4 @@
-"""Removing the outputs of exercise cells: a blank run's ⬜ "not answered" says nothing to a reader."""
+"""Removing the outputs of exercise cells: a blank run's "not answered" (还没有作答) says nothing to a reader."""
 from __future__ import annotations
 
 from grader.grading.notebooks import is_exercise_cell

@@ -32,10 +32,20 @@ def test_grade_scores_a_correct_and_a_wrong_notebook(tmp_path):
     assert "Dropout" in by_id["03.remove_dropout"]["reason"]
 
 
-def test_check_exit_status_follows_the_result(tmp_path):
+def test_check_speaks_the_notebooks_words_and_its_exit_status_follows_the_result(tmp_path):
     stub = run_grader("check", "notebooks/03_fx.ipynb")
     assert stub.returncode == 1
-    assert "FAIL" in stub.stdout and "还没有实现" in stub.stdout
+    lines = stub.stdout.splitlines()
+    assert lines[0].startswith("○ 还没有作答 03.op_census") and "还没有实现" in lines[0]
+    assert lines[-1] == f"合计：0/{sum(e.points for e in chapters.chapter('03'))} 分（公开用例；隐藏用例只在评分时运行）"
+    correct = run_grader("check", str(write_filled(tmp_path / "03_fx.ipynb")))
+    assert correct.returncode == 0, correct.stdout
+    assert all(line.startswith("√ 通过") for line in correct.stdout.splitlines()[:-1])
+
+
+def test_check_of_a_missing_notebook_says_so_in_chinese(tmp_path):
+    done = run_grader("check", str(tmp_path / "nope.ipynb"))
+    assert done.returncode == 2 and done.stderr.startswith("错误：无法检查这本笔记本") and "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("content, message", [

@@ -1,6 +1,12 @@
 """How the checks report what is not an answer: a stub, an exception, a wrong type, hidden cases.
 
 (Which answers are right and wrong: ``test_verdicts.py``.)"""
+import inspect
+
+import nbclient
+import nbformat
+
+import solutions.ch03_fx
 from grader import chapters
 from grader.grading.selfstudy import run_in_kernel
 
@@ -39,3 +45,19 @@ def test_a_pass_that_edits_the_graph_without_recompiling_is_told_so():
         return gm  # no gm.recompile(): calling gm still runs the dropout
     result = run_in_kernel(chapters.get("03.remove_dropout"), remove_dropout, include_hidden=False, seed=0)
     assert result.points == 0 and "recompile()" in result.reason
+
+
+def test_check_cells_show_every_status_as_ordinary_output_not_as_an_error():
+    """In a kernel: a label and text (display_data), never stderr, whatever the status."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in (
+        "from collections import Counter\nimport torch.fx as fx\nfrom grader import check",
+        'check("03.op_census")',                                     # unanswered
+        "def count_ops(gm):\n    return {}\ncheck(\"03.op_census\")",  # wrong
+        inspect.getsource(solutions.ch03_fx.count_ops) + 'check("03.op_census")')]
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    for cell, (mark, word) in zip(notebook.cells[1:], [("○", "还没有作答"), ("×", "未通过"), ("√", "通过")]):
+        [output] = cell.outputs
+        assert output.output_type == "display_data", output
+        assert output.data["text/plain"].startswith(f"{mark} {word} 03.op_census")
+        assert f">{word}</span>" in output.data["text/html"]

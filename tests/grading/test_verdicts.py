@@ -6,7 +6,7 @@ plausible wrong answers, each labelled with the misconception it embodies, and c
 answers written differently from the reference. For each of ``SEEDS``:
 
 - a wrong answer scores less than full marks on the public and hidden cases together;
-  the public cases alone reject it (so a ✅ in the notebook means the grade) unless the
+  the public cases alone reject it (so a pass in the notebook means the grade) unless the
   catalogue says why only a hidden case can, and the designed hidden cases alone reject
   it too (they are the same on every seed, so no unlucky draw lets it through);
 - the reference and every catalogued correct answer pass every case.

@@ -77,4 +77,4 @@ def test_runs_top_to_bottom_with_references(path, tmp_path):
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert errors == []
     checks = [c for c in notebook.cells if grade_id(c).startswith(CHECK_PREFIX)]
-    assert all(any("✅" in o.get("text", "") for o in c.outputs) for c in checks)
+    assert all(any(o.get("data", {}).get("text/plain", "").startswith("√ 通过") for o in c.outputs) for c in checks)

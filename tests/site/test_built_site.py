@@ -80,7 +80,7 @@ def test_no_reference_solution_code_is_on_any_page(built_site):
 def test_exercise_cells_are_shown_without_their_outputs(built_site):
     chapter = pages(built_site)["chapters/03_fx.html"]
     assert 'check("03.op_census")' in chapter.text
-    assert [name for name, page in pages(built_site).items() if "⬜" in page.text] == []  # "not answered"
+    assert [name for name, page in pages(built_site).items() if "还没有作答" in page.text] == []
 
 
 def test_no_cell_shows_an_error(built_site):

@@ -5,7 +5,7 @@ from course_site.redaction import without_exercise_outputs
 
 
 def graded_cell(source, grade_id):
-    cell = nbf.new_code_cell(source, execution_count=3, outputs=[nbf.new_output("stream", text="⬜ 还没有作答\n")])
+    cell = nbf.new_code_cell(source, execution_count=3, outputs=[nbf.new_output("stream", text="○ 还没有作答\n")])
     cell.metadata["nbgrader"] = {"grade_id": grade_id}
     return cell
 
