@@ -37,11 +37,26 @@ def resolve(name: str):
 
 
 def describe_exception(error: BaseException) -> str:
-    """``TypeError: ...`` plus the innermost line of learner code that raised it."""
+    """``TypeError（第 3 行：the line）：message``: the innermost line of learner code that
+    raised it first, then the message, cut after a whole line or sentence if long."""
     frames = traceback.extract_tb(error.__traceback__)
     learner = [f for f in frames if "ipykernel" in f.filename or f.filename.startswith("<")]
     where = f"（第 {learner[-1].lineno} 行：{learner[-1].line}）" if learner and learner[-1].line else ""
-    return f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS] + where
+    message = shortened(str(error), MAX_ERROR_CHARS)
+    return f"{type(error).__name__}{where}" + (f"：{message}" if message else "")
+
+
+def shortened(message: str, limit: int) -> str:
+    """``message`` up to ``limit`` characters; a longer one ends after its last whole line or
+    sentence within the limit (never mid-word), marked as cut."""
+    message = message.strip()
+    if len(message) <= limit:
+        return message
+    head = message[:limit]
+    end = max(head.rfind("\n"), head.rfind(". "), head.rfind("。"))
+    if end < limit // 3:
+        end = head.rfind(" ")
+    return head[:end + 1].rstrip() + " …（后面还有，已省略）"
 
 
 class CaseTimeout(BaseException):

@@ -2,6 +2,7 @@
 
 (Which answers are right and wrong: ``test_verdicts.py``.)"""
 import inspect
+import linecache
 
 import nbclient
 import nbformat
@@ -61,3 +62,18 @@ def test_check_cells_show_every_status_as_ordinary_output_not_as_an_error():
         assert output.output_type == "display_data", output
         assert output.data["text/plain"].startswith(f"{mark} {word} 03.op_census")
         assert f">{word}</span>" in output.data["text/html"]
+
+
+LONG_ERROR = """def count_ops(gm):
+    raise RuntimeError("The size of tensor a (4) must match the size of tensor b (5). " + "Details follow. " * 60)
+"""
+
+
+def test_an_exception_names_the_learners_line_first_and_a_long_message_is_cut_after_a_sentence():
+    namespace = {}
+    linecache.cache["<cell-7>"] = (len(LONG_ERROR), None, LONG_ERROR.splitlines(keepends=True), "<cell-7>")
+    exec(compile(LONG_ERROR, "<cell-7>", "exec"), namespace)
+    result = run_in_kernel(chapters.get("03.op_census"), namespace["count_ops"], include_hidden=False, seed=0)
+    detail = result.reason.split("你的函数抛出了异常 ", 1)[1]
+    assert detail.startswith("RuntimeError（第 2 行：raise RuntimeError(")
+    assert detail.endswith("Details follow. …（后面还有，已省略）")
