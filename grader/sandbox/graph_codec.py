@@ -44,6 +44,12 @@ def _target_name(target) -> str:
     return f"fn:{module}:{qualname}"
 
 
+def _tensor_method_name(target) -> str | None:
+    """``"mean"`` for ``torch.Tensor.mean`` (a method called as a function), else None."""
+    name = getattr(target, "__name__", None)
+    return name if name is not None and getattr(torch.Tensor, name, None) is target else None
+
+
 def _encode_arg(value):
     if isinstance(value, fx.Node):
         return {"node": value.name}
@@ -81,8 +87,10 @@ def encode(gm: fx.GraphModule) -> dict:
     """Plain-data form of ``gm``: its nodes, the leaf modules it calls and its attributes."""
     nodes, modules, attributes = [], {}, {}
     for node in gm.graph.nodes:
-        target = node.target
-        if node.op == "call_function":
+        op, target = node.op, node.target
+        if op == "call_function" and _tensor_method_name(target) is not None:
+            op, target = "call_method", _tensor_method_name(target)  # torch.Tensor.mean(x) is x.mean()
+        elif op == "call_function":
             target = _target_name(target)
         elif node.op == "call_module":
             module = gm.get_submodule(target)
@@ -97,7 +105,7 @@ def encode(gm: fx.GraphModule) -> dict:
             if not isinstance(value, torch.Tensor):
                 raise GraphCodecError(f"get_attr {target!r} is not a tensor")
             attributes[target] = value.detach().clone()
-        nodes.append({"name": node.name, "op": node.op, "target": target,
+        nodes.append({"name": node.name, "op": op, "target": target,
                       "args": _encode_arg(node.args), "kwargs": _encode_arg(node.kwargs)})
     return {"nodes": nodes, "modules": modules, "attributes": attributes}
 

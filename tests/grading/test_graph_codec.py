@@ -61,3 +61,14 @@ def test_pack_and_unpack_ship_graphs_inside_case_inputs():
     gm = fx.symbolic_trace(MixedActivations())
     shipped = unpack(pack({"module": gm, "inputs": (torch.ones(1, 8),)}))
     assert isinstance(shipped["module"], fx.GraphModule) and torch.allclose(shipped["module"](torch.ones(1, 8)), gm(torch.ones(1, 8)))
+
+
+def test_a_tensor_method_called_as_a_function_crosses_as_a_method_call():
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.Tensor.mean, (graph.call_function(torch.Tensor.relu, (x,)),), {"dim": 0}))
+    original = fx.GraphModule(torch.nn.Module(), graph)
+    rebuilt = through_the_wire(original)
+    assert [n.op for n in rebuilt.graph.nodes] == ["placeholder", "call_method", "call_method", "output"]
+    inputs = torch.randn(3, 4)
+    assert torch.equal(rebuilt(inputs), original(inputs))
