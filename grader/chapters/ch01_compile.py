@@ -3,15 +3,19 @@ removing graph breaks, a rewrite that must be fast once compiled, and reading In
 
 Graphs cross from learner code as :mod:`grader.graph_codec` data: the sandbox captures what
 Dynamo hands a backend, the trusted side rebuilds it, runs it on hidden inputs and, for the
-speed exercise, compiles and times *its own* rebuilt graph against the eager original.
+speed exercise, compiles *its own* rebuilt graph with Inductor, counts the kernels the
+generated code launches and times it against the eager original.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
+import json
 import logging
 import random
+import re
 
 import torch
 
@@ -30,10 +34,12 @@ def _is_count_dict(value) -> bool:
 
 # --- 01.graph_recorder ------------------------------------------------------------------
 
-def _recorder_case(name: str, seed: int, fn, inputs, description: str = "") -> Case:
-    """``fn`` called on ``randn(*shape) * scale + shift`` for each ``(shape, scale, shift)``."""
+def _recorder_case(name: str, seed: int, program: str, inputs, description: str = "") -> Case:
+    """``RECORDER_PROGRAMS[program]`` called on ``randn(size) * scale + shift`` for each
+    ``(size, scale, shift)``, in order."""
     def make():
-        return {"fn": fn, "inputs": [torch.randn(*shape) * scale + shift for shape, scale, shift in inputs]}
+        return {"fn": models.RECORDER_PROGRAMS[program],
+                "inputs": [torch.randn(size) * scale + shift for size, scale, shift in inputs]}
     return Case(name, seeded_build(seed, make), description)
 
 
@@ -51,32 +57,43 @@ def _compare_records(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
     want, have = expected["graphs"], got["graphs"]
-    if len(want) != len(have):
-        return Verdict(False, "后端收到的图的个数不对：每次图中断之后的代码、每次重新编译 (recompile) 都会产生一张新图。",
+    if len(have) > len(want):
+        return Verdict(False, "后端收到的图比实际编译的多：后端只在编译时被调用一次，之后守卫满足的调用直接复用编译好的图，"
+                              "不会再交给后端（也不要在两次调用之间 reset，那会丢掉已编译的图）。",
+                       str(len(want)), str(len(have)))
+    if len(have) < len(want):
+        return Verdict(False, "后端收到的图比实际编译的少：每次图中断之后的代码、每次重新编译 (recompile) 都会交给后端一张新图。",
                        str(len(want)), str(len(have)))
     for index, (w, h) in enumerate(zip(want, have)):
         if w != h:
-            return Verdict(False, f"第 {index} 张图的算子计数与参考不同（只数 call_function 和 call_method 节点）。",
-                           short(w), short(h))
+            return Verdict(False, f"第 {index} 张图的算子计数与参考不同（只数 call_function 和 call_method 节点，"
+                                  "名字用 node.target.__name__ 或方法名）。", short(w), short(h))
     return PASS
+
+
+def _random_recorder_case(rng: random.Random, index: int) -> Case:
+    """A program of the pool on one or two inputs (each compiles in a tenth of a second or so)."""
+    inputs = [(rng.choice([3, 5, 8]), rng.choice([0.1, 1.0, 2.0]), rng.choice([-1, 0, 1]))
+              for _ in range(rng.randint(1, 2))]
+    return _recorder_case(f"hidden-{index}", rng.randrange(10**6), rng.choice(sorted(models.RECORDER_PROGRAMS)), inputs)
 
 
 EXERCISES.append(Exercise(
     id="01.graph_recorder", title="自定义后端：记录每张图和它的算子", function="record_graphs",
     points=3,
     public_cases=lambda: [
-        _recorder_case("running_stats", 0, models.running_stats, [((8,), 1, shift) for shift in (1, -1, 1, -1)],
+        _recorder_case("running_stats", 0, "running_stats", [(8, 1, shift) for shift in (1, -1, 1, -1)],
                        "两处图中断；两个分支各走两次"),
-        _recorder_case("seed_chain", 1, models.seed_chain, [((n,), 1, 0) for n in (4, 8, 16, 8)],
+        _recorder_case("seed_chain", 1, "seed_chain", [(n, 1, 0) for n in (4, 8, 16, 8)],
                        "没有图中断，但形状在变：自动动态形状 (automatic dynamic shapes)"),
-        _recorder_case("adaptive_clip", 2, models.adaptive_clip, [((16,), scale, 0) for scale in (0.1, 2.0, 0.1)],
+        _recorder_case("adaptive_clip", 2, "adaptive_clip", [(16, scale, 0) for scale in (0.1, 2.0, 0.1)],
                        ".item() 之后的代码依赖一个 Python 数"),
     ],
-    random_cases=lambda rng: [
-        _recorder_case(f"hidden-{i}", rng.randrange(10**6), models.random_program(rng),
-                       [((rng.choice([3, 5, 8]),), 1, 0) for _ in range(rng.randint(1, 3))])
-        for i in range(4)
+    designed_cases=lambda: [
+        _recorder_case("list-then-new-shape", 3, "list_append", [(8, 1, 0), (8, 1, 0), (5, 1, 0)]),
+        _recorder_case("value-branch-both-ways", 4, "value_branch", [(5, 1, -1), (5, 1, 1), (3, 1, -1)]),
     ],
+    random_cases=lambda rng: [_random_recorder_case(rng, 0)],
     produce=recorder_artifact, compare=_compare_records,
     hint="后端是一个函数 backend(gm, example_inputs)：把 gm 的算子计数存进一个外部的 list，然后 return gm.forward。"
          "计数：node.op == 'call_function' 用 node.target.__name__，'call_method' 用 node.target（字符串）。",
@@ -113,10 +130,11 @@ EXERCISES.append(Exercise(
     id="01.fused_kernels", title="读生成的代码：找出融合内核与库调用", function="kernel_launches",
     points=2,
     public_cases=lambda: [
-        _kernels_case("scaled_seed_chain", "scaled_seed_chain", "一条逐点链（乘以第二个输入）"),
         _kernels_case("linear_gelu", "linear_gelu", "逐点 → 矩阵乘 → 逐点"),
-        _kernels_case("matmul_chain", "matmul_chain", "两次矩阵乘"),
+        _kernels_case("matmul_chain", "matmul_chain", "两次矩阵乘，中间和之后各有逐点运算"),
+        _kernels_case("attention", "attention", "批量矩阵乘 (bmm) → softmax → 批量矩阵乘"),
     ],
+    designed_cases=lambda: [_kernels_case("mlp_bias", "mlp_bias"), _kernels_case("two_outputs", "two_outputs")],
     random_cases=lambda rng: [_kernels_case(f"hidden-{i}", program)
                               for i, program in enumerate(rng.sample(sorted(models.KERNEL_PROGRAMS), 2))],
     produce=kernels_artifact,
@@ -184,10 +202,15 @@ def _compare_compilations(expected, got) -> Verdict:
         got["measured"], got["count"], f"预测的编译次数与 Dynamo 实测的不同（dynamic={got['dynamic']}）。")
 
 
-def _random_compilations_case(rng: random.Random, index: int) -> Case:
-    dynamic = rng.choice([None, None, False, True])
-    batches = [rng.choice(BATCHES) for _ in range(rng.randint(2, 12))]
-    return _compilations_case(f"hidden-{index}", batches, dynamic)
+def _batch_sequences(count: int) -> list[tuple[list[int], object]]:
+    """A fixed pool of ``(batch sizes, dynamic)``: random cases draw from it, so Dynamo is
+    measured once per pool entry however many seeds are graded."""
+    rng = random.Random(1)
+    return [([rng.choice(BATCHES) for _ in range(rng.randint(2, 12))], dynamic)
+            for dynamic in (None, False, True) for _ in range(count)]
+
+
+BATCH_SEQUENCES = _batch_sequences(10)
 
 
 EXERCISES.append(Exercise(
@@ -198,9 +221,17 @@ EXERCISES.append(Exercise(
         for d in (None, False, True)
     ] + [
         _compilations_case("batch-1", [8, 1, 8, 3, 1], None, "batch 为 1 的输入总是被特化 (0/1 specialization)"),
+        _compilations_case("only-1-differs", [4, 1, 4, 1], None, "与第一个 batch 不同的只有 1"),
         _compilations_case("many-shapes", [2, 3, 7, 8, 16, 32, 64, 128, 1, 2], False, "10 种形状，dynamic=False"),
     ],
-    random_cases=lambda rng: [_random_compilations_case(rng, i) for i in range(8)],
+    designed_cases=lambda: [
+        _compilations_case("none-back-and-forth", [16, 1, 16, 32, 1, 64], None),
+        _compilations_case("none-1-in-between", [64, 1, 64], None),
+        _compilations_case("true-1-first", [1, 1, 2], True),
+        _compilations_case("false-nine-shapes", [128, 1, 2, 3, 7, 8, 16, 32, 64, 1, 128], False),
+    ],
+    random_cases=lambda rng: [_compilations_case(f"hidden-{i}", batches, dynamic)
+                              for i, (batches, dynamic) in enumerate(rng.sample(BATCH_SEQUENCES, 4))],
     produce=compilations_artifact, analyze=_with_measurement, confine_analysis=False,
     compare=_compare_compilations,
     hint="dynamic=False：每种新形状编译一次，但最多 torch._dynamo.config.recompile_limit（8）次；"
@@ -265,13 +296,23 @@ def _compare_capture(expected, got) -> Verdict:
     return artifact_error(got) or compare_outputs(expected["outputs"], got["outputs"])
 
 
-def _branch_case(name: str, seed: int, size: int, pairs, description: str = "", timed: bool = False) -> Case:
+def _branch_case(name: str, seed: int, size: int, pairs, description: str = "") -> Case:
     """Inputs ``randn(size) * scale + shift`` for each ``(scale, shift)`` in ``pairs``, chosen to
     take every branch; Dynamo captures from the first."""
     def make():
         inputs = [torch.randn(size) * scale + shift for scale, shift in pairs]
-        return {"example": inputs[0].clone(), "inputs": inputs, "timed": timed}
+        return {"example": inputs[0].clone(), "inputs": inputs}
     return Case(name, seeded_build(seed, make), description)
+
+
+def _random_branch_case(rng: random.Random, index: int, sizes: list[int], scales: list[float],
+                        shifts: list[float]) -> Case:
+    """Four inputs of one random size, in random order; two of them take opposite branches
+    (the extreme shifts in 01.remove_graph_breaks, the extreme scales in 01.compile_friendly)."""
+    pairs = [(rng.choice(scales), rng.choice(shifts)) for _ in range(4)]
+    pairs[:2] = [(min(scales), min(shifts)), (max(scales), max(shifts))]
+    rng.shuffle(pairs)
+    return _branch_case(f"hidden-{index}", rng.randrange(10**6), rng.choice(sizes), pairs)
 
 
 EXERCISES.append(Exercise(
@@ -281,11 +322,11 @@ EXERCISES.append(Exercise(
         _branch_case("both-branches", 0, 8, [(1, 1), (1, -1), (1, 2), (1, -2)], "total > 0 和 total ≤ 0 两个分支"),
         _branch_case("other-first", 1, 32, [(1, -1), (1, 1)], "捕获时走的是另一个分支"),
     ],
-    random_cases=lambda rng: [
-        _branch_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([5, 16, 64]),
-                     [(rng.choice([0.5, 1.0, 3.0]), rng.choice([-2, -1, 1, 2])) for _ in range(4)])
-        for i in range(3)
+    designed_cases=lambda: [
+        _branch_case("wide-negative-first", 2, 100, [(3, -2), (0.5, 1), (3, 2), (0.5, -1)]),
+        _branch_case("single-element", 3, 1, [(1, 2), (1, -2)]),
     ],
+    random_cases=lambda rng: [_random_branch_case(rng, 0, [5, 16, 64], [0.5, 1.0, 3.0], [-2, -1, 1, 2])],
     produce=capture_artifact, analyze=single_graph_facts, compare=_compare_capture,
     hint="print 会中断图：删掉它；if total > 0 按张量的值分支：两边都算出来，用 torch.where(total > 0, 甲, 乙) 选；"
          "list.append 不会中断图，可以保留。",
@@ -294,54 +335,130 @@ EXERCISES.append(Exercise(
 
 # --- 01.compile_friendly ------------------------------------------------------------------------
 
-SPEED_NUMEL = 2**21          # ~2M floats: memory-bound, where fusion pays on any CPU
-# Ratio of the fastest of 25 one-call samples: short samples are the likeliest to run without
-# being preempted. Under two CPU burners on 2 cores (benchmarks/timing_false_failures.py, 200
-# runs) the reference's worst ratio was 0.39, under half the threshold; with 9 samples of 3
-# calls it was 0.57. The needless sort's best ratio was 21.5.
-SPEED = SpeedGoal(1.0, "编译后的图不比 eager 的 adaptive_clip 快。检查是否有多余的计算或无法融合的写法",
-                  repeats=25, number=1)
+SPEED_NUMEL = 2**22          # 4M floats (16 MiB): memory-bound, where fusion pays on any CPU
+# Ratio of the fastest of 25 interleaved calls on the thread's CPU clock (measure_ratio). Under
+# two CPU-burning processes on 2 cores (benchmarks/timing_false_failures.md, 200 runs) the
+# reference measured 0.287-0.320 (worst under half of 0.75) and a rewrite exactly as fast as
+# eager 0.942-1.047 (best above 0.75); the needless sort 27.8 or more.
+SPEED = SpeedGoal(0.75, "编译后的图没有明显快于 eager 的 adaptive_clip", repeats=25)
 
 
-def speed_facts(artifact: dict, built: dict) -> dict:
-    """Outputs of the rebuilt graph; on timed cases also how fast Inductor's compilation of
-    it runs against the eager original. Measured where analysis runs (the grader's confined
-    analysis process; the learner's kernel in self-study), on a graph rebuilt from the
-    artifact, never on learner code."""
-    facts = single_graph_facts(artifact, built)
-    if "error" not in facts and built["timed"]:
-        graph, _ = _single_graph(artifact)
-        x = torch.randn(SPEED_NUMEL, generator=torch.Generator().manual_seed(0)) * 2
+_KERNEL_LAUNCH = re.compile(r"^\s+(?:\w+ = )?(cpp_fused_\w+|extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\(",
+                            re.MULTILINE)
+
+
+def launched_kernels(code: str) -> list[str]:
+    """What ``call`` in Inductor's generated wrapper launches, in order: fused kernels,
+    library calls, and ops that fell back to ATen (``torch.ops.aten.sort.stable``)."""
+    return _KERNEL_LAUNCH.findall(code.split("def call(self, args):", 1)[1])
+
+
+def _graph_key(artifact: dict) -> str:
+    """The captured graph as text, tensors by content: equal graphs compile alike."""
+    def tensor_digest(value):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(type(value).__name__)
+        data = value.detach().contiguous().cpu().numpy().tobytes()
+        return [str(value.dtype), list(value.shape), hashlib.sha256(data).hexdigest()]
+    return json.dumps(artifact["graphs"], sort_keys=True, default=tensor_digest)
+
+
+def compiled_graph(artifact: dict, example: torch.Tensor) -> tuple:
+    """Inductor's compilation of the one captured graph and the kernels its wrapper launches."""
+    from torch._inductor.utils import run_and_get_code  # Inductor loads slowly: only when needed
+
+    graph, _ = _single_graph(artifact)
+    compiled = torch.compile(graph)
+    with torch.no_grad():
+        _, sources = run_and_get_code(compiled, example)
+    return compiled, launched_kernels(sources[0])
+
+
+def _compiled_case(name: str, seed: int, scale: float, check: str, description: str = "") -> Case:
+    """One input ``randn(SPEED_NUMEL) * scale``, captured and compiled at that size; ``check``
+    says what the case judges beyond equal outputs: ``"kernels"`` or ``"speed"``."""
+    def make():
+        return {"example": torch.randn(SPEED_NUMEL) * scale, "check": check, "inputs_key": f"{seed}:{scale}"}
+    return Case(name, seeded_build(seed, make), description)
+
+
+_COMPILED: dict[str, tuple] = {}       # graph key -> compiled_graph(): one compilation per graph
+_FUSION_FACTS: dict[tuple, dict] = {}  # (graph key, case) -> facts: one measurement per graph and case
+
+
+def _fusion_measurement(artifact: dict, built: dict, graph_key: str) -> dict:
+    """Compile the captured graph, compare its output with eager ``adaptive_clip`` on the
+    case's input, and count its kernels or time it."""
+    x = built["example"]
+    try:
+        if graph_key not in _COMPILED:
+            _COMPILED[graph_key] = compiled_graph(artifact, x)
+        compiled, kernels = _COMPILED[graph_key]
         with torch.no_grad():
-            compiled = torch.compile(graph)
-            compiled(x)
-            facts["speed_ratio"] = SPEED.measure(compiled, models.adaptive_clip, (x,))
-    return facts
+            outputs = compare_outputs(models.adaptive_clip(x), _run_graph(compiled, x.clone()))
+    except Exception as error:
+        return {"error": f"用 Inductor 编译并运行捕获的图时出错：{type(error).__name__}: {str(error)[:200]}"}
+    facts = {"outputs": [outputs.ok, outputs.message, outputs.expected, outputs.got]}
+    if built["check"] == "kernels":
+        return {**facts, "kernels": kernels}
+    with torch.no_grad():
+        return {**facts, "speed_ratio": SPEED.measure(compiled, models.adaptive_clip, (x,))}
 
 
-def _compare_speed(expected, got) -> Verdict:
-    """Equal outputs first; then, on timed cases, the compiled graph must beat eager."""
-    verdict = _compare_capture(expected, got)
-    if not verdict.ok or "speed_ratio" not in got:
-        return verdict
-    return SPEED.judge_ratio(got["speed_ratio"])
+def fusion_facts(artifact: dict, built: dict) -> dict:
+    """Outputs of the rebuilt graph; on the compiled cases, whether Inductor's compilation of
+    it matches eager and how many kernels it launches, or how fast it runs against the eager
+    original. Measured where analysis runs (the grader's confined analysis process; the
+    learner's kernel in self-study), on a graph rebuilt from the artifact, never on learner
+    code; equal graphs on the same case are measured once."""
+    if "check" not in built:
+        return single_graph_facts(artifact, built)
+    _, error = _single_graph(artifact)
+    if error is not None:
+        return error
+    graph_key = _graph_key(artifact)
+    key = (graph_key, built["inputs_key"], built["check"])
+    if key not in _FUSION_FACTS:
+        _FUSION_FACTS[key] = _fusion_measurement(artifact, built, graph_key)
+    return _FUSION_FACTS[key]
+
+
+def _compare_fusion(expected, got) -> Verdict:
+    """Equal outputs first; then no more kernel launches than the reference's graph, or a
+    compiled graph clearly faster than eager."""
+    if (error := artifact_error(got)) is not None:
+        return error
+    if "kernels" not in got and "speed_ratio" not in got:
+        return _compare_capture(expected, got)
+    if not (outputs := Verdict(*got["outputs"])).ok:
+        return outputs
+    if "speed_ratio" in got:
+        return SPEED.judge_ratio(got["speed_ratio"])
+    want, have = expected["kernels"], got["kernels"]
+    if len(have) <= len(want):
+        return PASS
+    return Verdict(False, f"Inductor 编译你的图后，call() 依次启动 {len(have)} 个内核，参考答案的图全部融合进 "
+                          f"{len(want)} 个。多出来的内核来自无法与其他运算融合的计算（例如排序会回退为单独的 ATen 调用），"
+                          "每多一个内核，数据就要多读写一遍。", short(want), short(have))
 
 
 EXERCISES.append(Exercise(
     id="01.compile_friendly", title="改写成编译友好的代码，并真正变快", function="adaptive_clip_fast",
     points=3,
     public_cases=lambda: [
-        _branch_case("both-branches(timed)", 0, 64, [(0.2, 0), (2.0, 0), (0.1, 0), (5.0, 0)],
-                     "limit ≤ 1 与 limit > 1 两个分支；在 200 万个数上计时", timed=True),
+        _branch_case("both-branches", 0, 64, [(0.2, 0), (2.0, 0), (0.1, 0), (5.0, 0)], "limit ≤ 1 与 limit > 1 两个分支"),
         _branch_case("large-first", 1, 16, [(3.0, 0), (0.2, 0)], "捕获时走的是 limit > 1 的分支"),
+        _compiled_case("one-kernel", 2, 2.0, "kernels", "在 400 万个数上捕获，数 Inductor 编译后启动的内核"),
+        _compiled_case("faster(timed)", 3, 2.0, "speed", "在 400 万个数上与 eager 计时"),
     ],
-    random_cases=lambda rng: [
-        _branch_case(f"hidden-{i}", rng.randrange(10**6), rng.choice([9, 32, 100]),
-                     rng.sample([(0.1, 0), (0.2, 0), (2.0, 0), (4.0, 0)], 4), timed=i == 0)
-        for i in range(2)
+    designed_cases=lambda: [
+        _branch_case("wide-small-first", 4, 100, [(0.1, 0), (4.0, 0), (0.2, 0), (2.0, 0)]),
+        _compiled_case("one-kernel-small-limit", 5, 0.2, "kernels"),
     ],
-    produce=capture_artifact, analyze=speed_facts, compare=_compare_speed,
-    hint="把 .item() 去掉，让 limit 保持为 0 维张量；两个分支都算出来再用 torch.where(limit > 1, 甲, 乙) 选。",
+    random_cases=lambda rng: [_random_branch_case(rng, 0, [9, 32, 100], [0.1, 0.2, 2.0, 4.0], [0])],
+    produce=capture_artifact, analyze=fusion_facts, compare=_compare_fusion,
+    hint="把 .item() 去掉，让 limit 保持为 0 维张量；两个分支都算出来再用 torch.where(limit > 1, 甲, 乙) 选。"
+         "不要做结果用不到的额外计算：Inductor 能把逐点运算和求平均融合进一个内核，但排序之类的运算只能单独执行。",
 ))
 
 
@@ -405,7 +522,11 @@ EXERCISES.append(Exercise(
         _bisect_case("no-bug", 2, ["scale", "tanh"], None, [(4.0, -2.0)], "没有错误，但有一个改变舍入的常量折叠"),
         _bisect_case("fold", 3, ["square", "scale", "relu"], "graph_pass", [(4.0, -2.0)], "图变换 (graph pass) 写错了"),
     ],
-    random_cases=lambda rng: [_random_bisect_case(rng, i) for i in range(2)],
+    designed_cases=lambda: [
+        _bisect_case("codegen-after-fold", 4, ["scale", "relu", "tanh"], "codegen", [(1.0, 0.5), (4.0, -2.0)]),
+        _bisect_case("decompose-first-step", 5, ["gelu", "shift", "relu"], "decompose", [(4.0, -2.0)]),
+    ],
+    random_cases=lambda rng: [_random_bisect_case(rng, 0)],
     produce=bisect_artifact, compare=_compare_bisect,
     hint="第一步：先用 eager 算出每个输入的参考输出。第二步：按顺序对每个 (name, backend)：torch._dynamo.reset()，"
          "compiled = torch.compile(fn, backend=backend)，在每个输入上与参考比较，用 torch.allclose(..., rtol=1e-4, atol=1e-5)"

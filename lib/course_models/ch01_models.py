@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import functools
 import json
-import random
 from pathlib import Path
 
 import torch
@@ -22,7 +21,7 @@ GPU_ASSETS = Path(__file__).resolve().parents[2] / "assets" / "gpu"
 GPU_TIMINGS, GPU_TRITON = GPU_ASSETS / "ch01_gpu_timings.json", GPU_ASSETS / "ch01_triton_pointwise.py"
 
 __all__ = ["MyModel", "seed_chain", "pointwise_chain", "BREAK_SUSPECTS", "running_stats", "adaptive_clip",
-           "RandomProgram", "random_program", "KERNEL_PROGRAMS", "EncoderBlock", "EncoderStack", "ENCODER_SIZES",
+           "RECORDER_PROGRAMS", "KERNEL_PROGRAMS", "EncoderBlock", "EncoderStack", "ENCODER_SIZES",
            "encoder_workload", "compile_regions", "training_step", "seed_chain_first_call",
            "encoder_first_step", "BisectProgram", "Stage", "pipeline", "fold_constant_muls",
            "gpu_reference", "gpu_demo"]
@@ -115,39 +114,11 @@ def adaptive_clip(x):
     return torch.relu(y) + 0.01 * y
 
 
-UNARY = (torch.sin, torch.cos, torch.tanh, torch.sigmoid, torch.relu, torch.exp, torch.neg)
-
-
-class RandomProgram:
-    """A picklable random function of ``x``: pointwise steps, reductions and explicit graph
-    breaks (``torch._dynamo.graph_break()``), used as hidden cases for the graph recorder."""
-
-    def __init__(self, steps: list[tuple]):
-        self.steps = steps
-
-    def __call__(self, x):
-        for kind, argument in self.steps:
-            if kind == "unary":
-                x = argument(x)
-            elif kind == "scale":
-                x = x * argument
-            elif kind == "shift":
-                x = x + argument
-            elif kind == "center":
-                x = x - x.mean()
-            else:
-                torch._dynamo.graph_break()
-        return x
-
-
-def random_program(rng: random.Random) -> RandomProgram:
-    steps = []
-    for _ in range(rng.randint(4, 9)):
-        kind = rng.choices(["unary", "scale", "shift", "center", "break"], [5, 3, 2, 1, 2])[0]
-        argument = {"unary": rng.choice(UNARY), "scale": rng.choice([0.5, 2.0, 3.0]),
-                    "shift": rng.choice([1.0, -0.5])}.get(kind)
-        steps.append((kind, argument))
-    return RandomProgram(steps)
+RECORDER_PROGRAMS = {f.__name__: f for f in (value_branch, shape_branch, dtype_branch, where_branch, list_append,
+                                              item_call, print_call, seed_chain, pointwise_chain, running_stats,
+                                              adaptive_clip)}
+"""Functions whose graphs the recorder exercise (01.graph_recorder) counts: breaks written in
+straight-line code (a break inside a loop makes Dynamo skip the whole frame, with no graph)."""
 
 
 # --- programs whose generated code the learner reads (exercise 01.fused_kernels) --------------
@@ -179,12 +150,26 @@ def matmul_chain(x, w):
     return (h @ w.t()).sigmoid() * 3
 
 
+def attention(q, k):
+    """Batched matmuls (library calls ``bmm``) around a softmax fused into one kernel."""
+    scores = torch.softmax(q @ k.transpose(1, 2), dim=-1)
+    return scores @ k
+
+
+def mlp_bias(x, w, b):
+    """Two matmuls with a bias (library calls ``addmm``), each followed by a pointwise kernel."""
+    h = torch.relu(torch.addmm(b, x, w))
+    return torch.addmm(b, h, w).tanh()
+
+
 KERNEL_PROGRAMS = {
     "scaled_seed_chain": (scaled_seed_chain, ((8, 8), (8, 8))),
     "linear_gelu": (linear_gelu, ((8, 16), (16, 8))),
     "softmax_scaled": (softmax_scaled, ((4, 32), (4, 32))),
     "two_outputs": (two_outputs, ((6, 10), (6, 10))),
     "matmul_chain": (matmul_chain, ((8, 12), (12, 12))),
+    "attention": (attention, ((2, 4, 8), (2, 4, 8))),
+    "mlp_bias": (mlp_bias, ((8, 8), (8, 8), (8,))),
 }
 
 

@@ -1,22 +1,30 @@
-"""Plausible wrong answers to chapter 01's exercises, each with the belief it embodies; the checks must reject each one."""
+"""Chapter 01's catalogue: plausible wrong answers, each with the belief it embodies, and
+right answers written differently from the reference. Self-contained (pasted into notebooks)."""
+import ast
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 
 import torch
 
-from course_models.ch01_models import adaptive_clip, running_stats
+
+# --- 01.graph_recorder -------------------------------------------------------------------
+
+def _op_counts(gm, name_of) -> dict:
+    return dict(Counter(name_of(n) for n in gm.graph.nodes if n.op in ("call_function", "call_method")))
+
+
+def _op_name(node) -> str:
+    return node.target.__name__ if node.op == "call_function" else node.target
 
 
 def record_graphs_first_call_only(fn, inputs):
-    """Uses ``explain`` on the first input: misses the graphs of later recompiles and branches."""
+    """explain() on the first input shows every graph the function will ever have."""
     explained = torch._dynamo.explain(fn)(inputs[0])
-    return [dict(Counter(n.target.__name__ if n.op == "call_function" else n.target
-                         for n in gm.graph.nodes if n.op in ("call_function", "call_method")))
-            for gm in explained.graphs]
+    return [_op_counts(gm, _op_name) for gm in explained.graphs]
 
 
 def record_graphs_every_node(fn, inputs):
-    """Counts placeholders and the output too."""
+    """Every node of the graph is an op, placeholders and the output included."""
     records = []
 
     def backend(gm, example_inputs):
@@ -29,64 +37,361 @@ def record_graphs_every_node(fn, inputs):
     return records
 
 
+def record_graphs_node_names(fn, inputs):
+    """node.name is the op's name (it is unique per node: mul, mul_1, ...)."""
+    records = []
+
+    def backend(gm, example_inputs):
+        records.append(_op_counts(gm, lambda n: n.name))
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=backend)
+    for x in inputs:
+        compiled(x)
+    return records
+
+
+def record_graphs_functions_only(fn, inputs):
+    """Every op in a Dynamo graph is a call_function node (x.mean() is a call_method)."""
+    records = []
+
+    def backend(gm, example_inputs):
+        records.append(dict(Counter(n.target.__name__ for n in gm.graph.nodes if n.op == "call_function")))
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=backend)
+    for x in inputs:
+        compiled(x)
+    return records
+
+
+def record_graphs_every_run(fn, inputs):
+    """The backend sees a graph on every call, so recording when the graph runs is the same."""
+    records = []
+
+    def backend(gm, example_inputs):
+        counts = _op_counts(gm, _op_name)
+
+        def run(*args):
+            records.append(counts)
+            return gm.forward(*args)
+        return run
+
+    compiled = torch.compile(fn, backend=backend)
+    for x in inputs:
+        compiled(x)
+    return records
+
+
+def record_graphs_reset_each_input(fn, inputs):
+    """Each input must be compiled from a clean state (reset), as the notebook's demos do."""
+    records = []
+
+    def backend(gm, example_inputs):
+        records.append(_op_counts(gm, _op_name))
+        return gm.forward
+
+    for x in inputs:
+        torch._dynamo.reset()
+        torch.compile(fn, backend=backend)(x)
+    return records
+
+
+def record_graphs_with_defaultdict(fn, inputs):
+    """defaultdict and getattr(target, "__name__", target); the backend returns gm itself."""
+    records = []
+
+    def backend(gm, example_inputs):
+        counts = defaultdict(int)
+        for node in gm.graph.nodes:
+            if node.op in ("call_function", "call_method"):
+                counts[getattr(node.target, "__name__", node.target)] += 1
+        records.append(dict(counts))
+        return gm
+
+    compiled = torch.compile(fn, backend=backend)
+    for x in inputs:
+        compiled(x)
+    return records
+
+
+def record_graphs_compile_per_input(fn, inputs):
+    """torch.compile(fn) anew for each input: Dynamo's cache lives on fn's code, not on the wrapper."""
+    records = []
+
+    def backend(gm, example_inputs):
+        records.append(_op_counts(gm, _op_name))
+        return gm.forward
+
+    for x in inputs:
+        torch.compile(fn, backend=backend)(x)
+    return records
+
+
+# --- 01.fused_kernels --------------------------------------------------------------------
+
+def _call_body(code):
+    return code.split("def call(self, args):", 1)[1]
+
+
+def kernel_launches_definitions(code):
+    """The kernels a file defines (cpp_fused_… = async_compile…) are the ones it launches."""
+    return re.findall(r"^(cpp_fused_\w+) = async_compile", code, flags=re.MULTILINE)
+
+
+def kernel_launches_everywhere(code):
+    """Every kernel name anywhere in the file is a launch (definitions count too)."""
+    return re.findall(r"cpp_fused_\w+|extern_kernels\.\w+", code)
+
+
+def kernel_launches_fused_only(code):
+    """Only Inductor's own fused kernels are launches; library calls are not kernels."""
+    return re.findall(r"^\s+(cpp_fused_\w+)\(", _call_body(code), flags=re.MULTILINE)
+
+
+def kernel_launches_distinct(code):
+    """The answer is the set of kernels used: each name once, sorted."""
+    return sorted(set(re.findall(r"^\s+(cpp_fused_\w+|extern_kernels\.\w+)\(", _call_body(code), flags=re.MULTILINE)))
+
+
+def kernel_launches_mm_only(code):
+    """The only library call Inductor makes on CPU is extern_kernels.mm (the prompt's example)."""
+    return re.findall(r"^\s+(cpp_fused_\w+|extern_kernels\.mm)\(", _call_body(code), flags=re.MULTILINE)
+
+
+def kernel_launches_every_call(code):
+    """Every call statement in call() launches a kernel (allocations and size asserts too)."""
+    body = _call_body(code).split("runner = Runner", 1)[0]
+    return re.findall(r"^\s+(?:\w+ = )?([\w.]+)\(", body, flags=re.MULTILINE)
+
+
+def kernel_launches_line_by_line(code):
+    """Walks the lines of call() until its return, keeping those that start with a kernel name."""
+    launches, inside = [], False
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("def call(self, args)"):
+            inside = True
+        elif inside and stripped.startswith("return"):
+            break
+        elif inside and stripped.startswith(("cpp_fused_", "extern_kernels.")):
+            launches.append(stripped.split("(", 1)[0])
+    return launches
+
+
+def kernel_launches_ast(code):
+    """Parses the file with ast and keeps call()'s top-level call statements, by line number."""
+    call = next(node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.FunctionDef) and node.name == "call")
+    names = [ast.unparse(statement.value.func) for statement in call.body
+             if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)]
+    return [name for name in names if name.startswith(("cpp_fused_", "extern_kernels."))]
+
+
+# --- 01.count_compilations ---------------------------------------------------------------
+
+RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit
+
+
 def count_compilations_once_per_shape(batch_sizes, dynamic):
-    """The seed's claim: every new batch size compiles once."""
+    """The seed's claim: every new batch size compiles once, whatever `dynamic` says."""
     return len(set(batch_sizes))
 
 
-def count_compilations_no_specialization(batch_sizes, dynamic):
-    """Knows automatic dynamic shapes but forgets 0/1 specialization and the recompile limit."""
+def _static_or_dynamic_graphs(batch_sizes, dynamic, one_is_special=True):
+    graphs, changed = set(), False
+    for batch in batch_sizes:
+        changed = changed or batch != batch_sizes[0]
+        symbolic_ok = batch >= 2 or not one_is_special
+        if batch in graphs or (symbolic_ok and "dynamic" in graphs):
+            continue
+        graphs.add("dynamic" if symbolic_ok and (dynamic is True or changed) else batch)
+    return len(graphs)
+
+
+def count_compilations_no_one_specialization(batch_sizes, dynamic):
+    """The dynamic graph serves every batch size, 1 included (forgets 0/1 specialization)."""
     if dynamic is False:
-        return len(set(batch_sizes))
+        return min(len(set(batch_sizes)), RECOMPILE_LIMIT)
+    return _static_or_dynamic_graphs(batch_sizes, dynamic, one_is_special=False)
+
+
+def count_compilations_limit_counts_recompiles(batch_sizes, dynamic):
+    """recompile_limit counts recompilations after the first compile, so 9 graphs fit."""
+    if dynamic is False:
+        return min(len(set(batch_sizes)), RECOMPILE_LIMIT + 1)
+    return _static_or_dynamic_graphs(batch_sizes, dynamic)
+
+
+def count_compilations_latest_graph_only(batch_sizes, dynamic):
+    """Dynamo keeps only the latest graph: switching back to an earlier shape recompiles."""
+    compilations, current, changed = 0, None, False
+    for batch in batch_sizes:
+        changed = changed or batch != batch_sizes[0]
+        static = dynamic is False or batch == 1 or (dynamic is None and not changed)
+        graph = batch if static else "dynamic"
+        if graph != current:
+            compilations, current = compilations + 1, graph
+    return min(compilations, RECOMPILE_LIMIT) if dynamic is False else compilations
+
+
+def count_compilations_any_change_goes_dynamic(batch_sizes, dynamic):
+    """Under dynamic=None any change of batch size compiles the dynamic graph, even a change to 1."""
+    if dynamic is False:
+        return min(len(set(batch_sizes)), RECOMPILE_LIMIT)
     if dynamic is True:
-        return 1
-    return 1 if len(set(batch_sizes)) == 1 else 2
+        return _static_or_dynamic_graphs(batch_sizes, dynamic)
+    first = batch_sizes[0]
+    changed = any(batch != first for batch in batch_sizes)
+    return 1 + changed + (first != 1 and 1 in batch_sizes)
 
 
-def running_stats_one_branch(x):
-    """No graph break, but it always takes the ``total > 0`` branch."""
+def count_compilations_guard_list(batch_sizes, dynamic):
+    """Simulates Dynamo's cache: a list of guards, each accepting one size or every size >= 2."""
+    guards, first = [], batch_sizes[0]
+    for batch in batch_sizes:
+        if any(accepts(batch) for accepts in guards) or len(guards) == torch._dynamo.config.recompile_limit:
+            continue
+        symbolic = dynamic is not False and batch >= 2 and (dynamic is True or batch != first)
+        guards.append((lambda b: b >= 2) if symbolic else (lambda b, size=batch: b == size))
+    return len(guards)
+
+
+def count_compilations_closed_form(batch_sizes, dynamic):
+    """One formula per mode: a static graph per size; a dynamic one for sizes >= 2; 1 apart."""
+    first, ones = batch_sizes[0], int(1 in batch_sizes)
+    if dynamic is False:
+        return min(len(set(batch_sizes)), 8)
+    if dynamic is True:
+        return int(any(b >= 2 for b in batch_sizes)) + ones
+    return 1 + int(any(b >= 2 and b != first for b in batch_sizes)) + (ones if first != 1 else 0)
+
+
+# --- 01.remove_graph_breaks --------------------------------------------------------------
+
+def _stats_history(x):
     history = []
     for _ in range(3):
         x = torch.tanh(x * 1.5 + 0.1)
         history.append(x.mean())
-    return x * torch.stack(history).sum()
+    return x, history
 
 
 def running_stats_keeps_print(x):
-    """The branch became ``torch.where``, but the print still breaks the graph."""
-    history = []
-    for _ in range(3):
-        x = torch.tanh(x * 1.5 + 0.1)
-        history.append(x.mean())
+    """print is harmless to Dynamo; only the value-dependent `if` breaks the graph."""
+    x, history = _stats_history(x)
     print("last mean:", history[-1])
     total = torch.stack(history).sum()
     return torch.where(total > 0, x * total, x - total)
 
 
+def running_stats_keeps_if(x):
+    """The seed's claim: list.append breaks the graph, control flow not on shapes/dtypes compiles."""
+    total = torch.zeros(())
+    for _ in range(3):
+        x = torch.tanh(x * 1.5 + 0.1)
+        total = total + x.mean()
+    if total > 0:
+        return x * total
+    return x - total
+
+
+def running_stats_item_branch(x):
+    """The break comes from branching on a tensor; a Python number from .item() is fine to branch on."""
+    x, history = _stats_history(x)
+    total = torch.stack(history).sum()
+    if total.item() > 0:
+        return x * total
+    return x - total
+
+
+def running_stats_one_branch(x):
+    """The graph keeps the branch taken at capture, so only that branch (total > 0) needs writing."""
+    x, history = _stats_history(x)
+    return x * torch.stack(history).sum()
+
+
+def running_stats_with_cond(x):
+    """torch.cond is as good as torch.where here (the prompt accepts only plain tensor ops)."""
+    x, history = _stats_history(x)
+    total = torch.stack(history).sum()
+    return torch.cond(total > 0, lambda t, s: t * s, lambda t, s: t - s, (x, total))
+
+
+def running_stats_mask_arithmetic(x):
+    """Blends both branches with the 0/1 masks (total > 0) and (total <= 0) instead of torch.where."""
+    x, history = _stats_history(x)
+    total = torch.stack(history).sum()
+    return (total > 0) * (x * total) + (total <= 0) * (x - total)
+
+
+def running_stats_tensor_sum(x):
+    """Accumulates the means in a 0-d tensor instead of a list, and takes the branch with torch.where."""
+    total = torch.zeros((), dtype=x.dtype)
+    for _ in range(3):
+        x = torch.tanh(x * 1.5 + 0.1)
+        total = total + x.mean()
+    return torch.where(total > 0, x * total, x - total)
+
+
+# --- 01.compile_friendly -----------------------------------------------------------------
+
+def _clip_tail(y):
+    return torch.relu(y) + 0.01 * y
+
+
 def adaptive_clip_keeps_item(x):
-    """``torch.where`` for the branch, but ``.item()`` still breaks the graph."""
+    """torch.where for the branch is the whole fix; .item() is harmless to the graph."""
     limit = x.abs().mean().item() * 3
     y = x / limit
     y = torch.where(torch.tensor(limit > 1.0), y.clamp(-1, 1) * limit, y * 0.5 + 0.5)
-    return torch.relu(y) + 0.01 * y
+    return _clip_tail(y)
+
+
+def adaptive_clip_keeps_if(x):
+    """Only .item() breaks the graph; an `if` on a 0-d tensor compiles."""
+    limit = x.abs().mean() * 3
+    y = x / limit
+    if limit > 1.0:
+        y = y.clamp(-1, 1) * limit
+    else:
+        y = y * 0.5 + 0.5
+    return _clip_tail(y)
+
+
+def adaptive_clip_one_branch(x):
+    """The check's data always has limit > 1, so the clamp branch is all that matters."""
+    limit = x.abs().mean() * 3
+    return _clip_tail((x / limit).clamp(-1, 1) * limit)
 
 
 def adaptive_clip_sorted(x):
-    """One graph and correct, but a sort nobody needs makes it slower than eager."""
+    """Sorting |x| before the mean makes it more accurate (and one graph is all compile needs)."""
     limit = torch.sort(x.abs()).values.mean() * 3
     y = x / limit
     y = torch.where(limit > 1.0, y.clamp(-1, 1) * limit, y * 0.5 + 0.5)
-    return torch.relu(y) + 0.01 * y
+    return _clip_tail(y)
 
 
-def kernel_launches_definitions(code):
-    """Lists the kernels the file defines: misses the library calls (extern_kernels.mm)."""
-    return re.findall(r"^(cpp_fused_\w+) = async_compile", code, flags=re.MULTILINE)
+def adaptive_clip_clamp_to_limit(x):
+    """Simplifies clamp(x / limit, -1, 1) * limit to x.clamp(-limit, limit) (tensor bounds)."""
+    limit = x.abs().mean() * 3
+    y = torch.where(limit > 1.0, x.clamp(-limit, limit), x / limit * 0.5 + 0.5)
+    return _clip_tail(y)
 
 
-def kernel_launches_everywhere(code):
-    """Every ``cpp_fused_…`` name in the file: each kernel counted twice (definition and launch)."""
-    return re.findall(r"cpp_fused_\w+|extern_kernels\.\w+", code)
+def adaptive_clip_mask_blend(x):
+    """Blends both branches with a 0/1 float mask, and accumulates the mean in float64."""
+    limit = (x.abs().double().mean() * 3).to(x.dtype)
+    y = x / limit
+    large = (limit > 1.0).to(x.dtype)
+    y = large * (y.clamp(-1, 1) * limit) + (1 - large) * (y * 0.5 + 0.5)
+    return _clip_tail(y)
+
+
+# --- 01.bisect_backends ------------------------------------------------------------------
+
+def _agrees(got, want):
+    return torch.allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def _stage_outputs(fn, inputs, backend):
@@ -95,17 +400,21 @@ def _stage_outputs(fn, inputs, backend):
     return [compiled(*args) for args in inputs]
 
 
+def _diverges(fn, inputs, backend, expected):
+    return any(not _agrees(g, w) for g, w in zip(_stage_outputs(fn, inputs, backend), expected))
+
+
 def bisect_last_divergent(fn, inputs, stages):
-    """Keeps looking after the first divergence: returns the last stage, not the first."""
+    """Any divergent stage will do, so the loop runs to the end and keeps the last one."""
     expected, found = [fn(*args) for args in inputs], None
     for name, backend in stages:
-        if any(not torch.allclose(g, w, rtol=1e-4, atol=1e-5) for g, w in zip(_stage_outputs(fn, inputs, backend), expected)):
+        if _diverges(fn, inputs, backend, expected):
             found = name
     return found
 
 
 def bisect_exact_equality(fn, inputs, stages):
-    """Demands bit-identical outputs: a correct pass that reorders float math looks like a bug."""
+    """A correct stage reproduces eager bit for bit, so torch.equal is the right test."""
     expected = [fn(*args) for args in inputs]
     for name, backend in stages:
         if any(not torch.equal(g, w) for g, w in zip(_stage_outputs(fn, inputs, backend), expected)):
@@ -114,43 +423,148 @@ def bisect_exact_equality(fn, inputs, stages):
 
 
 def bisect_first_input_only(fn, inputs, stages):
-    """Checks only the first input: a bug that shows on negative values goes unseen."""
-    want = fn(*inputs[0])
+    """One input is enough to show a broken stage."""
+    expected = [fn(*inputs[0])]
     for name, backend in stages:
-        if not torch.allclose(_stage_outputs(fn, inputs[:1], backend)[0], want, rtol=1e-4, atol=1e-5):
+        if _diverges(fn, inputs[:1], backend, expected):
+            return name
+    return None
+
+
+def bisect_only_exceptions(fn, inputs, stages):
+    """A broken compile stage fails loudly: the first stage that raises is the culprit."""
+    for name, backend in stages:
+        try:
+            _stage_outputs(fn, inputs, backend)
+        except Exception:
+            return name
+    return None
+
+
+def bisect_last_agreeing(fn, inputs, stages):
+    """The bug is in the last stage that still agrees with eager (the one before the divergence)."""
+    expected, previous = [fn(*args) for args in inputs], None
+    for name, backend in stages:
+        if _diverges(fn, inputs, backend, expected):
+            return previous
+        previous = name
+    return None
+
+
+def bisect_binary_search(fn, inputs, stages):
+    """Binary search over the stages: they are cumulative, so once a stage diverges every later one does."""
+    expected = [fn(*args) for args in inputs]
+    low, high = 0, len(stages)            # the first divergent stage lies in [low, high); high: none
+    while low < high:
+        middle = (low + high) // 2
+        if _diverges(fn, inputs, stages[middle][1], expected):
+            high = middle
+        else:
+            low = middle + 1
+    return stages[low][0] if low < len(stages) else None
+
+
+def bisect_assert_close_without_reset(fn, inputs, stages):
+    """torch.testing.assert_close with the same tolerances, and no reset: a new backend recompiles."""
+    expected = [fn(*args) for args in inputs]
+    for name, backend in stages:
+        compiled = torch.compile(fn, backend=backend)
+        try:
+            for args, want in zip(inputs, expected):
+                torch.testing.assert_close(compiled(*args), want, rtol=1e-4, atol=1e-5)
+        except AssertionError:
             return name
     return None
 
 
 WRONG_ANSWERS = [
     ("01.graph_recorder", record_graphs_first_call_only,
-     "Uses ``explain`` on the first input: misses the graphs of later recompiles and branches."),
+     "explain() on the first input shows every graph the function will ever compile"),
     ("01.graph_recorder", record_graphs_every_node,
-     "Counts placeholders and the output too."),
-    ("01.count_compilations", count_compilations_once_per_shape,
-     "The seed's claim: every new batch size compiles once."),
-    ("01.count_compilations", count_compilations_no_specialization,
-     "Knows automatic dynamic shapes but forgets 0/1 specialization and the recompile limit."),
-    ("01.remove_graph_breaks", running_stats,
-     ""),
-    ("01.remove_graph_breaks", running_stats_one_branch,
-     "No graph break, but it always takes the ``total > 0`` branch."),
-    ("01.remove_graph_breaks", running_stats_keeps_print,
-     "The branch became ``torch.where``, but the print still breaks the graph."),
-    ("01.compile_friendly", adaptive_clip,
-     ""),
-    ("01.compile_friendly", adaptive_clip_keeps_item,
-     "``torch.where`` for the branch, but ``.item()`` still breaks the graph."),
-    ("01.compile_friendly", adaptive_clip_sorted,
-     "One graph and correct, but a sort nobody needs makes it slower than eager."),
+     "every node of the graph is an op, placeholders and the output included"),
+    ("01.graph_recorder", record_graphs_node_names,
+     "node.name is the op's name (it is unique per node: mul, mul_1, ...)"),
+    ("01.graph_recorder", record_graphs_functions_only,
+     "every op in a Dynamo graph is a call_function node (forgets call_method such as x.mean())"),
+    ("01.graph_recorder", record_graphs_every_run,
+     "the backend sees a graph on every call, so recording each time the graph runs is the same"),
+    ("01.graph_recorder", record_graphs_reset_each_input,
+     "each input should be compiled from a clean state with torch._dynamo.reset(), like the notebook's demos"),
     ("01.fused_kernels", kernel_launches_definitions,
-     "Lists the kernels the file defines: misses the library calls (extern_kernels.mm)."),
+     "the kernels a file defines (cpp_fused_... = async_compile...) are the ones call() launches"),
     ("01.fused_kernels", kernel_launches_everywhere,
-     "Every ``cpp_fused_…`` name in the file: each kernel counted twice (definition and launch)."),
+     "every kernel name anywhere in the file is a launch (definitions counted too)"),
+    ("01.fused_kernels", kernel_launches_fused_only,
+     "only Inductor's fused kernels are launches; library calls (extern_kernels) are not kernels"),
+    ("01.fused_kernels", kernel_launches_distinct,
+     "the answer is the set of kernels used: each name once, sorted"),
+    ("01.fused_kernels", kernel_launches_mm_only,
+     "extern_kernels.mm (the prompt's example) is the only library call Inductor makes on CPU"),
+    ("01.fused_kernels", kernel_launches_every_call,
+     "every call statement in call() launches a kernel (allocations and size asserts too)"),
+    ("01.count_compilations", count_compilations_once_per_shape,
+     "the seed's claim: every new batch size compiles once, whatever dynamic says"),
+    ("01.count_compilations", count_compilations_no_one_specialization,
+     "the dynamic graph serves every batch size, 1 included (0/1 specialization forgotten)"),
+    ("01.count_compilations", count_compilations_limit_counts_recompiles,
+     "recompile_limit counts recompilations after the first compile, so limit + 1 graphs fit"),
+    ("01.count_compilations", count_compilations_latest_graph_only,
+     "Dynamo keeps only the latest graph, so going back to an earlier batch size recompiles"),
+    ("01.count_compilations", count_compilations_any_change_goes_dynamic,
+     "under dynamic=None any change of batch size compiles the dynamic graph, even a change to 1"),
+    ("01.remove_graph_breaks", running_stats_keeps_print,
+     "print is harmless to Dynamo; only the value-dependent if breaks the graph"),
+    ("01.remove_graph_breaks", running_stats_keeps_if,
+     "the seed's claim: list.append breaks graphs, control flow that is not on shapes/dtypes compiles"),
+    ("01.remove_graph_breaks", running_stats_item_branch,
+     "the break comes from branching on a tensor; a Python number from .item() is fine to branch on"),
+    ("01.remove_graph_breaks", running_stats_one_branch,
+     "the graph keeps the branch taken at capture, so writing that branch (total > 0) is enough"),
+    ("01.remove_graph_breaks", running_stats_with_cond,
+     "torch.cond is as good as torch.where here (the prompt accepts only plain tensor ops)"),
+    ("01.compile_friendly", adaptive_clip_keeps_item,
+     "torch.where for the branch is the whole fix; .item() is harmless to the graph"),
+    ("01.compile_friendly", adaptive_clip_keeps_if,
+     "only .item() breaks the graph; an if on a 0-d tensor compiles"),
+    ("01.compile_friendly", adaptive_clip_one_branch,
+     "the data always has limit > 1, so the clamp branch is all that matters"),
+    ("01.compile_friendly", adaptive_clip_sorted,
+     "sorting |x| before the mean is more accurate, and one graph is all compile needs to be fast"),
     ("01.bisect_backends", bisect_last_divergent,
-     "Keeps looking after the first divergence: returns the last stage, not the first."),
+     "any divergent stage will do, so the loop runs to the end and keeps the last one"),
     ("01.bisect_backends", bisect_exact_equality,
-     "Demands bit-identical outputs: a correct pass that reorders float math looks like a bug."),
+     "a correct stage reproduces eager bit for bit, so torch.equal is the right test"),
     ("01.bisect_backends", bisect_first_input_only,
-     "Checks only the first input: a bug that shows on negative values goes unseen."),
+     "one input is enough to show a broken stage"),
+    ("01.bisect_backends", bisect_only_exceptions,
+     "a broken compile stage fails loudly: the first stage that raises is the culprit"),
+    ("01.bisect_backends", bisect_last_agreeing,
+     "the bug is in the last stage that still agrees with eager, the one before the divergence"),
+]
+
+RIGHT_ANSWERS = [
+    ("01.graph_recorder", record_graphs_with_defaultdict,
+     "defaultdict with getattr(target, '__name__', target); the backend returns gm itself"),
+    ("01.graph_recorder", record_graphs_compile_per_input,
+     "calls torch.compile(fn, backend=...) anew for each input (Dynamo's cache lives on fn's code)"),
+    ("01.fused_kernels", kernel_launches_line_by_line,
+     "walks call()'s lines until its return instead of a regular expression"),
+    ("01.fused_kernels", kernel_launches_ast,
+     "parses the file with ast and keeps call()'s top-level call statements"),
+    ("01.count_compilations", count_compilations_guard_list,
+     "simulates the cache as a list of guard predicates, the limit applying in every mode"),
+    ("01.count_compilations", count_compilations_closed_form,
+     "a closed formula per mode instead of a simulation"),
+    ("01.remove_graph_breaks", running_stats_mask_arithmetic,
+     "blends the branches with 0/1 masks instead of torch.where"),
+    ("01.remove_graph_breaks", running_stats_tensor_sum,
+     "accumulates the means in a 0-d tensor instead of a list"),
+    ("01.compile_friendly", adaptive_clip_clamp_to_limit,
+     "x.clamp(-limit, limit) with tensor bounds instead of clamping x / limit"),
+    ("01.compile_friendly", adaptive_clip_mask_blend,
+     "a 0/1 float mask blends the branches; the mean accumulates in float64"),
+    ("01.bisect_backends", bisect_binary_search,
+     "binary search over the cumulative stages"),
+    ("01.bisect_backends", bisect_assert_close_without_reset,
+     "torch.testing.assert_close, and no reset between stages (a new backend recompiles)"),
 ]
