@@ -74,7 +74,7 @@ class DispatchTrace:
         keys = [s.key for s in self.steps if _matches(s.op, op)]
         path = keys[:1]
         for key in keys[1:]:
-            if _PRIORITY.get(key, -1) >= _PRIORITY.get(path[-1], -1):
+            if _priority(key) >= _priority(path[-1]):
                 break
             path.append(key)
         return path
@@ -112,14 +112,12 @@ def _matches(op_name: str, name: str) -> bool:
     return name in (op_name, op_name.partition(".")[2], op_name.split(".")[1])
 
 
-def _priority_order() -> dict[str, int]:
-    """Key name -> rank (higher runs first), read from the full key set's printout."""
-    text = str(torch._C._dispatch_keyset_full())
-    names = [k.strip() for k in text[text.index("(") + 1:text.rindex(")")].split(",")]
-    return {name: rank for rank, name in enumerate(names)}
-
-
-_PRIORITY = _priority_order()
+def _priority(key: str) -> int:
+    """The key's rank (higher runs first): its own one-key set read as a number. Functionality
+    bits sit above the backend bits, so this ranks by functionality, then by backend, as
+    ``highestPriorityTypeId`` does (the set's printout is no ranking to parse: it hides
+    functionality bits that have no backend bit)."""
+    return torch._C.DispatchKeySet(getattr(DispatchKey, key)).raw_repr()
 
 
 def _node_kind(step: DispatchStep) -> str:

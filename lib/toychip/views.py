@@ -31,12 +31,19 @@ _KEY_ROLES = {
 
 
 def dispatch_keys_view(tensor: torch.Tensor) -> GraphView:
-    """The tensor's dispatch key set as a chain, highest priority first."""
-    text = str(torch._C._dispatch_keys(tensor))
-    keys = [k.strip() for k in text[text.index("(") + 1:text.rindex(")")].split(",") if k.strip()]
+    """The tensor's dispatch key set as a chain, highest priority first.
+
+    The keys are taken off the set one by one with its own API (``highestPriorityTypeId``,
+    ``remove``), not parsed from its printout: one tensor has one backend, so each key taken
+    is a key the dispatcher can visit."""
+    keys = []
+    keyset = torch._C._dispatch_keys(tensor)
+    while (key := keyset.highestPriorityTypeId()) != torch._C.DispatchKey.Undefined:
+        keys.append(key.name)
+        keyset = keyset.remove(key)
     view = GraphView(title=f"dispatch keys of a {tensor.device} tensor", direction="LR")
     previous = None
-    for key in reversed(keys):  # DispatchKeySet prints lowest priority first
+    for key in keys:
         view.add_node(key, key, "dispatch_key", [_KEY_ROLES.get(key, "")])
         if previous is not None:
             view.add_edge(previous, key, "redispatch")
