@@ -11,11 +11,11 @@ Rules, per chapter notebook:
 from __future__ import annotations
 
 import itertools
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 from .digests import content_digest
+from .kernel_metadata import write_for_this_kernel
 from .manifest import Manifest
 from .messages import README_NAME, readme_text, shown_path
 from .placements import Placement, PlacementKind
@@ -68,7 +68,7 @@ def _candidate_names(name: str) -> Iterator[str]:
 
 
 def _write(source: Path, target: Path, manifest: Manifest) -> None:
-    shutil.copyfile(source, target)
+    write_for_this_kernel(source, target)
     manifest.written[target.name] = content_digest(target)
 
 

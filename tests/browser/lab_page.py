@@ -22,9 +22,11 @@ class LabPage:
         """The notebook panel in front."""
         return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
 
+    def current_tab(self):
+        return self.page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current")
+
     def current_tab_label(self) -> str:
-        return self.page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current "
-                                 ".lm-TabBar-tabLabel").inner_text()
+        return self.current_tab().locator(".lm-TabBar-tabLabel").inner_text()
 
     def menu_bar_labels(self) -> list[str]:
         return self.page.locator("#jp-menu-panel .lm-MenuBar-itemLabel").all_inner_texts()

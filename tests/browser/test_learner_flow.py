@@ -19,6 +19,7 @@ def test_printed_link_goes_to_chapter_00(course_server, lab, session_home):
     lab.wait_for_idle_kernel()
     lab.page.screenshot(path=session_home / "chapter-00.png")
     print(f"screenshot: {session_home / 'chapter-00.png'}")
+    assert "jp-mod-dirty" not in lab.current_tab().get_attribute("class"), "opened as modified before any edit"
 
 
 def test_learner_mode_has_no_instructor_tools_and_no_news_popup(lab):

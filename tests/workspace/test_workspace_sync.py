@@ -1,5 +1,6 @@
 """The learner's workspace: copies, updates, and never losing the learner's changes."""
 import json
+import platform
 import subprocess
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import nbformat
 import pytest
 
 from course_workspace import PlacementKind, sync_workspace
+from course_workspace.kernel_metadata import kernel_language_info
 from course_workspace.messages import README_NAME, terminal_report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -234,3 +236,16 @@ def test_command_line_prints_the_note_in_chinese_and_english(course, workspace, 
 
     out = capsys.readouterr().out
     assert "新版本放在旁边" in out and "the new version is beside it" in out
+
+
+def test_copies_carry_the_kernels_language_info_so_they_open_unmodified(tmp_path):
+    """JupyterLab marks a notebook modified on opening when its language_info differs from
+    the kernel's; the course cannot know the learner's Python, the copy can."""
+    course, workspace = tmp_path / "course", tmp_path / "work"
+    course.mkdir()
+    write_notebook(course / "03_fx.ipynb", "x = 1")
+    sync_workspace(course, workspace)
+    copied = nbformat.read(workspace / "03_fx.ipynb", as_version=4)
+    assert copied.metadata["language_info"] == kernel_language_info()
+    assert copied.metadata["language_info"]["version"] == platform.python_version()
+    assert sources(workspace / "03_fx.ipynb") == ["x = 1"]
