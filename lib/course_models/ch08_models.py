@@ -3,13 +3,16 @@ notebook and its exercises: allocation traces, graphs to partition, profiled mod
 the capstone's conv net. Everything runs on the deterministic simulated clock."""
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import random
+import signal
 import subprocess
 import sys
 import textwrap
 import tomllib
+import traceback
 from pathlib import Path
 
 import torch
@@ -25,6 +28,83 @@ KIB, MIB = 1024, 1024 * 1024
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 300 else text[:300] + " …"
+
+
+# --- copy.deepcopy without the chip's storage patch (section 2.1) ---------------------------
+
+DEEPCOPY_SCRIPT = textwrap.dedent("""
+    import copy
+    import sys
+    import torch
+    import torch.nn as nn
+    torch_clone = torch.UntypedStorage.clone
+    import toychip
+    torch.UntypedStorage.clone = torch_clone          # undo toychip.serialization's patch
+    copy.deepcopy(eval(sys.argv[1]).to("toychip"))
+""")
+
+
+def deepcopy_without_storage_patch(module: str) -> str:
+    """How ``copy.deepcopy`` of ``module`` (an expression, ``"nn.BatchNorm1d(3)"``) on the chip
+    ends when ``UntypedStorage.clone`` is torch's own: run in a fresh interpreter, so that
+    a crash cannot take the notebook's kernel with it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    run = subprocess.run([sys.executable, "-c", DEEPCOPY_SCRIPT, module], env=env, capture_output=True,
+                         text=True, timeout=90)
+    if run.returncode == 0:
+        return "正常结束"
+    if run.returncode < 0:
+        return f"进程被信号 {signal.Signals(-run.returncode).name} 终止"
+    return f"退出码 {run.returncode}：" + (run.stderr.strip().splitlines() or ["（没有输出）"])[-1][:200]
+
+
+# --- the backend YAML as torchgen reads it (section 3.1) ------------------------------------
+
+@functools.cache
+def _aten_native_functions() -> tuple:
+    """ATen's native_functions.yaml as torchgen parses it (the copy in torchgen/packaged)."""
+    import torchgen
+    from torchgen.gen import get_grouped_native_functions, parse_native_yaml
+
+    root = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
+    parsed = parse_native_yaml(str(root / "native_functions.yaml"), str(root / "tags.yaml"))
+    return get_grouped_native_functions(parsed.native_functions), parsed.backend_indices
+
+
+def torchgen_reads(path: Path) -> str:
+    """What torchgen's own parser of backend YAMLs (``parse_backend_yaml`` in
+    ``torchgen/gen_backend_stubs.py``) makes of ``path``: accepted with its backend key,
+    namespace and op count, or rejected with torchgen's reason."""
+    from torchgen.gen_backend_stubs import parse_backend_yaml
+
+    grouped, indices = _aten_native_functions()
+    try:
+        parsed = parse_backend_yaml(str(path), grouped, dict(indices))
+    except Exception as error:  # an AssertionError with its reason, or a crash on an entry it cannot read
+        reason = str(error).strip().splitlines()[-1].strip().replace(str(path), Path(path).name)
+        return f"拒绝（{type(error).__name__}）：{reason}"
+    ops = parsed.backend_indices[parsed.backend_key].index
+    return f"接受：backend={parsed.backend_key}, cpp_namespace={parsed.cpp_namespace}, {len(ops)} 个算子"
+
+
+# --- Inductor, the default backend, on the chip (section 4.1) -------------------------------
+
+def inductor_failure(program, *inputs) -> str:
+    """Where ``torch.compile(program)`` (the default backend, Inductor) fails on ``inputs``:
+    the error's first line, and the line of torch that raised it."""
+    torch._dynamo.reset()
+    try:
+        torch.compile(program)(*inputs)
+        return "编译并运行成功"
+    except Exception as error:
+        root = error
+        while root.__cause__ is not None:
+            root = root.__cause__
+        frame = traceback.extract_tb(root.__traceback__)[-1]
+        return (f"{type(error).__name__}: {str(error).strip().splitlines()[0]}\n"
+                f"    出自 {Path(frame.filename).name} 的 {frame.name}()：{frame.line}")
+    finally:
+        torch._dynamo.reset()
 
 
 # --- allocation traces (08.allocator_policy) ------------------------------------------------

@@ -70,17 +70,19 @@ class Block:
 
 
 class _Stat:
-    """current / peak / total allocated of one quantity (freed = allocated - current)."""
+    """current / peak of one quantity, and its accumulated allocated / freed totals
+    (``c10::CachingAllocator::Stat``: both totals restart from 0 on a reset, so
+    ``allocated - freed`` equals ``current`` only until the first reset)."""
 
-    __slots__ = ("current", "peak", "allocated")
+    __slots__ = ("current", "peak", "allocated", "freed")
 
     def __init__(self):
-        self.current = self.peak = self.allocated = 0
+        self.current = self.peak = self.allocated = self.freed = 0
 
     def as_dict(self, name: str) -> dict:
         """This stat under ``torch.cuda.memory_stats`` keys (``name.all.current`` ...)."""
         return {f"{name}.all.current": self.current, f"{name}.all.peak": self.peak,
-                f"{name}.all.allocated": self.allocated, f"{name}.all.freed": self.allocated - self.current}
+                f"{name}.all.allocated": self.allocated, f"{name}.all.freed": self.freed}
 
 
 class Lease:
@@ -174,15 +176,20 @@ class CachingAllocator:
         self._live.discard(lease.key)
         block = lease.block
         self._bytes.current -= block.size
+        self._bytes.freed += block.size
         self._count.current -= 1
+        self._count.freed += 1
         block.in_use, block.requested = False, 0
         self._cache[block.size].append(block)
 
     def empty_cache(self) -> None:
         """Give every cached (free) block back to the device; blocks in use stay."""
         for size, blocks in self._cache.items():
+            heads = sum(b.head for b in blocks)
             self._reserved.current -= size * len(blocks)
-            self._segments.current -= sum(b.head for b in blocks)
+            self._reserved.freed += size * len(blocks)
+            self._segments.current -= heads
+            self._segments.freed += heads
             self.num_device_free += len(blocks)
             blocks.clear()
         self._blocks = [b for b in self._blocks if b.in_use]
@@ -209,8 +216,10 @@ class CachingAllocator:
             stat.peak = stat.current
 
     def reset_accumulated(self) -> None:
+        """As CUDA's ``resetAccumulatedStats``: the allocated / freed totals and the
+        device-allocation counts restart from 0; ``current`` and ``peak`` stay."""
         for stat in (self._bytes, self._count, self._reserved, self._segments):
-            stat.allocated = stat.current
+            stat.allocated = stat.freed = 0
         self.num_device_alloc = self.num_device_free = 0
 
     def memory_stats(self) -> dict:

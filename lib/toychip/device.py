@@ -168,7 +168,8 @@ def reset_peak_memory_stats(device=None) -> None:
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
-    """The ``*.allocated`` / ``*.freed`` totals and device-allocation counts restart from 0."""
+    """As ``torch.cuda``'s: the ``*.allocated`` / ``*.freed`` totals and the device-allocation
+    counts restart from 0; ``*.current`` and ``*.peak`` stay."""
     check_index(device)
     ALLOCATOR.reset_accumulated()
 

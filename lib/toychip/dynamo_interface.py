@@ -12,9 +12,11 @@ as :func:`register` does here.
 device module's functions (``toychip.device``), the streams and events of
 :mod:`toychip.streams`, device memory, and the :class:`~toychip.spec.ChipSpec` as the
 device properties. Left out, as on CPU-like devices: compute capability and Triton.
-One limit shows through: toychip's ``Stream`` and ``Event`` are Python classes, not
-``torch.Stream`` / ``torch.Event`` subclasses (:mod:`toychip.streams` says why), so
-Dynamo still cannot trace stream code inside a compiled region; it graph-breaks there.
+One limit shows through: stream code inside a compiled region graph-breaks. Dynamo's
+reason is "file is under skip directory": :mod:`toychip.compiler` puts the whole package
+in Dynamo's skip directories (``trace_rules.add``), streams included. Dynamo models only
+``torch.Stream`` / ``torch.Event`` instances as streams and events, and toychip's are
+Python classes (:mod:`toychip.streams` says why).
 
 Registered when the compile backend loads (:mod:`toychip.compiler`): importing Dynamo
 takes seconds, which ``import toychip`` does not pay.

@@ -64,6 +64,26 @@ def test_peak_and_reset_peak_memory_stats():
     assert torch.toychip.max_memory_allocated() == torch.toychip.memory_allocated()
 
 
+def test_reset_accumulated_memory_stats_zeroes_the_totals_like_torch_cuda():
+    keep = torch.ones(100, device="toychip")
+    current, peak = torch.toychip.memory_allocated(), torch.toychip.max_memory_allocated()
+    torch.toychip.reset_accumulated_memory_stats()
+    stats = torch.toychip.memory_stats()
+    for group in ("allocated_bytes", "reserved_bytes", "allocation", "segment"):
+        assert stats[f"{group}.all.allocated"] == stats[f"{group}.all.freed"] == 0
+    assert stats["num_device_alloc"] == stats["num_device_free"] == 0
+    assert (stats["allocated_bytes.all.current"], stats["allocated_bytes.all.peak"]) == (current, peak)
+    drop = torch.ones(300, device="toychip")                 # a 1536-byte block, a cache miss
+    del drop
+    stats = torch.toychip.memory_stats()
+    assert (stats["allocation.all.allocated"], stats["allocation.all.freed"]) == (1, 1)
+    assert (stats["allocated_bytes.all.allocated"], stats["allocated_bytes.all.freed"]) == (1536, 1536)
+    assert stats["num_device_alloc"] == 1
+    torch.toychip.empty_cache()
+    assert torch.toychip.memory_stats()["reserved_bytes.all.freed"] == 1536
+    del keep
+
+
 def test_memory_stats_uses_torch_cuda_key_names():
     stats = torch.toychip.memory_stats()
     for group in ("allocated_bytes", "reserved_bytes", "active_bytes", "allocation", "segment"):

@@ -1,0 +1,466 @@
+"""Facts about torch 2.13 that chapter 08 (porting to a chip) relies on, each pinned to its sentence.
+
+Facts about the other repositories the chapter cites (OpenReg's files in pytorch/pytorch,
+torch_npu's in Ascend/pytorch) are not in the installed torch and are not tested here.
+"""
+import inspect
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torchgen
+
+import toychip
+import toychip.compiler  # noqa: F401  (registers the Dynamo device interface, adds toychip to Dynamo's skip dirs)
+from course_models import ch08_models as models
+from facts import backs
+from toychip import registration
+
+TORCH_ROOT = Path(torch.__file__).parent
+TORCH_INCLUDE = TORCH_ROOT / "include"
+ATEN_YAML = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+
+
+def source_of(function) -> str:
+    return inspect.getsource(function)
+
+
+def write_yaml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "backend.yaml"
+    path.write_text(text)
+    return path
+
+
+def torchgen_backend_keys() -> list[str]:
+    """The keys torchgen's ``parse_backend_yaml`` accepts, as its own error message lists them."""
+    from torchgen.gen_backend_stubs import parse_backend_yaml
+
+    source = source_of(parse_backend_yaml)
+    listed = re.search(r"valid_keys = \[(.*?)\]", source, re.S).group(1)
+    return re.findall(r'"(\w+)"', listed)
+
+
+# Section 1: the layers of a port
+
+@backs("notebooks/08_porting.ipynb", "`torch.utils.backend_registration.rename_privateuse1_backend`")
+def test_privateuse1_renaming_and_method_generation_live_in_backend_registration():
+    from torch.utils import backend_registration
+
+    assert callable(backend_registration.rename_privateuse1_backend)
+    assert callable(backend_registration.generate_methods_for_privateuse1_backend)
+
+
+@backs("notebooks/08_porting.ipynb", "`torch._register_device_module`")
+def test_a_device_module_is_registered_with_register_device_module():
+    assert torch.get_device_module("toychip") is sys.modules["toychip.device"]
+    assert "_register_device_module(rename, backend_module)" in source_of(
+        torch.utils.backend_registration._setup_privateuseone_for_python_backend)
+
+
+@backs("notebooks/08_porting.ipynb", "多卡需要 C++ 实现 `c10/core/impl/DeviceGuardImplInterface.h`")
+def test_the_device_guard_interface_is_a_c10_header():
+    header = TORCH_INCLUDE / "c10" / "core" / "impl" / "DeviceGuardImplInterface.h"
+    assert "struct C10_API DeviceGuardImplInterface" in header.read_text()
+
+
+@backs("notebooks/08_porting.ipynb", "`torch/_dynamo/device_interface.py`（`register_interface_for_device`）")
+def test_dynamo_device_interfaces_are_registered_in_device_interface_py():
+    from torch._dynamo import device_interface
+
+    assert Path(device_interface.__file__) == TORCH_ROOT / "_dynamo" / "device_interface.py"
+    assert callable(device_interface.register_interface_for_device)
+
+
+@backs("notebooks/08_porting.ipynb", "`get_interface_for_device(\"cuda\").current_device()`")
+def test_cuda_has_its_dynamo_device_interface():
+    from torch._dynamo.device_interface import CudaInterface, get_interface_for_device
+
+    assert get_interface_for_device("cuda") is CudaInterface
+    assert get_interface_for_device("toychip").__name__ == "ToychipInterface"
+
+
+@backs("notebooks/08_porting.ipynb", "`torch/csrc/distributed/c10d/ProcessGroup.hpp` 的接口")
+def test_process_group_is_a_c10d_header():
+    header = TORCH_INCLUDE / "torch" / "csrc" / "distributed" / "c10d" / "ProcessGroup.hpp"
+    assert "class TORCH_API ProcessGroup" in header.read_text()
+
+
+@backs("notebooks/08_porting.ipynb", "`AutocastPrivateUse1` 内核")
+def test_autocast_has_a_privateuse1_dispatch_key():
+    assert torch._C.DispatchKey.AutocastPrivateUse1.name == "AutocastPrivateUse1"
+    assert torch.amp.is_autocast_available("toychip")
+
+
+# Python backends: the device guard and streams
+
+@backs("notebooks/08_porting.ipynb", "只转发设备类型")
+def test_the_python_backend_device_guard_defines_only_the_device_type():
+    from torch.utils.backend_registration import _DummyDeviceGuard
+
+    assert issubclass(_DummyDeviceGuard, torch._C._acc.DeviceGuard)
+    assert {name for name in vars(_DummyDeviceGuard) if not name.startswith("__")} == {"type_"}
+
+
+@backs("notebooks/08_porting.ipynb", "它的流永远是默认流")
+def test_a_python_backend_only_ever_has_the_default_stream():
+    assert torch.accelerator.current_stream().stream_id == 0
+    assert torch.Stream(device="toychip").stream_id == 0
+
+
+@backs("notebooks/08_porting.ipynb", "`torch.accelerator.synchronize()` 会报错")
+def test_accelerator_synchronize_raises_for_a_python_backend():
+    with pytest.raises(RuntimeError, match="doesn't support synchronizing"):
+        torch.accelerator.synchronize()
+
+
+# Section 2.1: the device module, save / load, deepcopy
+
+@backs("notebooks/08_porting.ipynb", "也会调用 torch.toychip.manual_seed_all")
+def test_torch_manual_seed_seeds_the_privateuse1_device_module(monkeypatch):
+    seeds = []
+    monkeypatch.setattr(torch.toychip, "manual_seed_all", seeds.append)
+    torch.manual_seed(7)
+    assert seeds == [7]
+
+
+@backs("notebooks/08_porting.ipynb", "先拷到 CPU 再重建")
+def test_pickling_xla_tensors_rebuilds_them_from_a_cpu_copy():
+    source = source_of(torch.Tensor._reduce_ex_internal)
+    assert '"xla"' in source and "_rebuild_device_tensor_from_cpu_tensor" in source
+    assert callable(torch._utils._rebuild_device_tensor_from_cpu_tensor)
+
+
+@backs("notebooks/08_porting.ipynb", "`__deepcopy__` 调用 `self.data.clone()`")
+def test_deepcopy_of_a_parameter_clones_its_data():
+    assert "self.data.clone(memory_format=torch.preserve_format)" in source_of(nn.Parameter.__deepcopy__)
+
+
+@backs("notebooks/08_porting.ipynb", "它复制的是**存储**")
+def test_deepcopy_of_a_plain_tensor_copies_its_storage():
+    assert "new_storage = self._typed_storage()._deepcopy(memo)" in source_of(torch.Tensor.__deepcopy__)
+    assert "copy.deepcopy(self._untyped_storage, memo)" in source_of(torch.storage.TypedStorage._deepcopy)
+    assert "new_storage = self.clone()" in source_of(torch.storage._StorageBase.__deepcopy__)
+
+
+@backs("notebooks/08_porting.ipynb", "先用 `UntypedStorage(nbytes, device=\"toychip\")` 申请一块芯片存储")
+def test_storage_clone_allocates_a_new_storage_on_the_device():
+    assert "type(self)(self.nbytes(), device=self.device).copy_(self)" in source_of(torch.storage._StorageBase.clone)
+
+
+@backs("notebooks/08_porting.ipynb", "有三个缓冲区（`running_mean`、`running_var`、`num_batches_tracked`）")
+def test_batch_norm_has_three_buffers_and_linear_none():
+    assert [name for name, _ in nn.BatchNorm1d(3).named_buffers()] == ["running_mean", "running_var",
+                                                                       "num_batches_tracked"]
+    assert list(nn.Linear(4, 2).named_buffers()) == []
+
+
+DEEPCOPY_UNPATCHED = textwrap.dedent("""
+    import copy
+    import torch
+    torch_clone = torch.UntypedStorage.clone
+    import toychip
+    torch.UntypedStorage.clone = torch_clone
+    copy.deepcopy(torch.nn.Linear(4, 2).to("toychip"))
+    print("linear copied", flush=True)
+    copy.deepcopy(torch.nn.BatchNorm1d(3).to("toychip"))
+    print("batch norm copied", flush=True)
+""")
+
+
+@backs("notebooks/08_porting.ipynb", "的 `BatchNorm1d` 让进程崩溃了")
+def test_without_the_patch_deepcopy_of_buffers_on_a_python_backend_crashes():
+    run = subprocess.run([sys.executable, "-c", DEEPCOPY_UNPATCHED], capture_output=True, text=True, timeout=120)
+    assert run.stdout.splitlines() == ["linear copied"]
+    assert run.returncode < 0, run.stderr[-500:]
+
+
+@backs("notebooks/08_porting.ipynb", "Python 后端张量的 C++ 存储是空的，两边都是 0")
+def test_a_python_backend_tensor_has_a_null_data_pointer():
+    assert torch.randn(3, device="toychip").data_ptr() == 0
+
+
+@backs("notebooks/08_porting.ipynb", "要比存储对象本身")
+def test_a_tensor_and_its_views_return_one_storage_object():
+    t = torch.randn(4, device="toychip")
+    assert t.untyped_storage() is t.untyped_storage()
+    assert t[1:].untyped_storage() is t.untyped_storage()
+    assert torch.randn(4, device="toychip").untyped_storage() is not t.untyped_storage()
+
+
+# Section 2.2: the caching allocator's statistics
+
+@backs("notebooks/08_porting.ipynb", "统计接口和 `torch.cuda` 一样")
+def test_the_chip_memory_functions_and_stat_keys_are_torch_cudas():
+    used = ["empty_cache", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_allocated",
+            "memory_reserved", "memory_stats", "memory_summary", "max_memory_allocated", "max_memory_reserved"]
+    assert all(callable(getattr(torch.cuda, name)) for name in used)
+    doc = torch.cuda.memory_stats.__doc__
+    assert '"reserved_bytes.{all,large_pool,small_pool}.{current,peak,allocated,freed}"' in doc
+    assert '"num_device_alloc"' in doc
+    # memory_stats's docstring says "allocated.{...}"; the key memory_summary reads is "allocation"
+    assert '("allocation", "Allocations", _format_count)' in source_of(torch.cuda.memory_summary)
+
+
+@backs("notebooks/08_porting.ipynb", "`Stat::reset_accumulated`")
+@backs("lib/toychip/device.py", "As ``torch.cuda``'s: the ``*.allocated`` / ``*.freed`` totals")
+@backs("lib/toychip/allocator.py", "both totals restart from 0 on a reset")
+def test_resetting_accumulated_stats_zeroes_allocated_and_freed_and_keeps_current_and_peak():
+    header = (TORCH_INCLUDE / "c10" / "core" / "Allocator.h").read_text()
+    stat = header[header.index("struct Stat {"):]
+    stat = stat[:stat.index("};")]
+    assert re.search(r"void reset_accumulated\(\) \{\s*allocated = 0;\s*freed = 0;\s*\}", stat)
+    assert re.search(r"void reset_peak\(\) \{\s*peak = current;\s*\}", stat)
+    doc = " ".join(torch.cuda.reset_accumulated_memory_stats.__doc__.split())
+    assert 'Accumulated stats correspond to the `"allocated"` and `"freed"` keys' in doc
+
+
+# Section 2.3: streams, non_blocking, pinned memory
+
+@backs("notebooks/08_porting.ipynb", "`non_blocking=True` 只在源张量位于锁页内存时才让拷贝对主机异步")
+def test_tensor_cuda_docs_tie_non_blocking_to_pinned_memory():
+    doc = " ".join(torch.Tensor.cuda.__doc__.split())
+    assert "If ``True`` and the source is in pinned memory, the copy will be asynchronous with respect to the host" in doc
+
+
+@backs("notebooks/08_porting.ipynb", "`DataLoader(pin_memory=True)` 锁页")
+def test_data_loader_has_a_pin_memory_switch():
+    assert inspect.signature(torch.utils.data.DataLoader).parameters["pin_memory"].default is False
+
+
+@backs("notebooks/08_porting.ipynb", "实现 `getPinnedMemoryAllocator`")
+def test_pinning_memory_needs_the_privateuse1_hooks_pinned_allocator():
+    with pytest.raises(NotImplementedError) as caught:
+        torch.randn(2).pin_memory()
+    assert "PrivateUse1HooksInterface" in str(caught.value) and "getPinnedMemoryAllocator" in str(caught.value)
+
+
+@backs("notebooks/08_porting.ipynb", "`torch.profiler` 的 `export_chrome_trace`")
+def test_the_profiler_exports_chrome_traces():
+    assert callable(torch.profiler.profile.export_chrome_trace)
+
+
+# Section 3: the backend YAML and torchgen
+
+@backs("notebooks/08_porting.ipynb", "只用 torchgen 认识的键里的四个")
+@backs("notebooks/08_porting.ipynb", "还有 torchgen 也认识的 `symint`")
+def test_torchgen_backend_yaml_keys():
+    keys = torchgen_backend_keys()
+    assert {"backend", "cpp_namespace", "supported", "autograd", "symint"} <= set(keys)
+    assert "custom" not in keys
+
+
+@backs("notebooks/08_porting.ipynb", "torchgen 自己的 `parse_backend_yaml` 读一遍")
+def test_torchgen_reads_the_chips_backend_yaml():
+    assert models.torchgen_reads(registration.YAML_PATH).startswith("接受：backend=PrivateUse1, cpp_namespace=toychip")
+
+
+@backs("notebooks/08_porting.ipynb", "`backend: NPU`，不是调度键的名字")
+def test_npu_is_not_a_dispatch_key():
+    from torchgen.model import DispatchKey
+
+    assert "NPU" not in DispatchKey.__members__ and "PrivateUse1" in DispatchKey.__members__
+
+
+@backs("notebooks/08_porting.ipynb", "这三样 torchgen 和玩具芯片的加载器都不接受")
+def test_torchgen_rejects_a_torch_npu_style_backend_yaml(tmp_path):
+    header = "cpp_namespace: at_npu::native\nsupported:\n"
+    npu_style = ["backend: NPU\n" + header + "  - abs\n",
+                 "backend: PrivateUse1\n" + header + "  - abs\ncustom:\n  - func: f(Tensor self) -> Tensor\n",
+                 "backend: PrivateUse1\n" + header + "  - func: copy_\n    op_api: True\n"]
+    for text in npu_style:
+        assert models.torchgen_reads(write_yaml(tmp_path, text)).startswith("拒绝"), text
+
+
+@backs("notebooks/08_porting.ipynb", "给了 `--impl-path` 时")
+def test_torchgen_checks_declared_kernels_only_with_an_impl_path():
+    from torchgen import gen_backend_stubs
+
+    source = source_of(gen_backend_stubs.run)
+    assert "if impl_path is not None:" in source
+    assert source.index("if impl_path is not None:") < source.index("error_on_missing_kernels(")
+
+
+@backs("notebooks/08_porting.ipynb", "再生成 `TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)` 注册代码")
+def test_torchgen_generates_a_torch_library_impl_block_for_the_backend_key():
+    from torchgen import gen_backend_stubs
+
+    assert "TORCH_LIBRARY_IMPL(aten, $dispatch_key, m)" in inspect.getsource(gen_backend_stubs)
+
+
+@backs("notebooks/08_porting.ipynb", "默认重载（`aten::relu.default`）只写 `relu`")
+def test_torchgen_names_leave_out_the_default_overload():
+    from torchgen.model import OperatorName
+
+    assert torch.ops.aten.relu.default._schema.overload_name == ""
+    assert str(OperatorName.parse("relu")) == "relu"
+    assert OperatorName.parse("add.Tensor").overload_name == "Tensor"
+
+
+@backs("notebooks/08_porting.ipynb", "结构化（structured）")
+def test_cumsum_and_tril_are_structured_with_a_composite_functional_kernel():
+    text = ATEN_YAML.read_text()
+    for op in ("cumsum", "tril"):
+        entry = re.search(rf"^- func: {op}\(.*?(?=^- func:)", text, re.S | re.M).group(0)
+        assert f"structured_delegate: {op}.out" in entry
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "CompositeExplicitAutogradNonFunctional")
+
+
+# Section 4: torch.compile
+
+@backs("notebooks/08_porting.ipynb", "编译后端通过入口点组 `torch_dynamo_backends` 注册")
+def test_dynamo_discovers_backends_in_the_torch_dynamo_backends_group():
+    from torch._dynamo.backends import registry
+
+    assert 'group_name = "torch_dynamo_backends"' in source_of(registry._discover_entrypoint_backends)
+
+
+@backs("notebooks/08_porting.ipynb", "file is under skip directory")
+def test_dynamo_breaks_on_chip_stream_calls_because_toychip_is_skipped():
+    def wait_for_copy(x, copy_stream):
+        y = torch.relu(x)
+        torch.toychip.current_stream().wait_stream(copy_stream)
+        return y * 2
+
+    torch._dynamo.reset()
+    try:
+        explanation = torch._dynamo.explain(wait_for_copy)(torch.randn(4, device="toychip"), torch.toychip.Stream())
+    finally:
+        torch._dynamo.reset()
+    assert explanation.graph_break_count == 1
+    assert "skip reason: file is under skip directory" in explanation.break_reasons[0].reason
+
+
+@backs("notebooks/08_porting.ipynb", "用 `trace_rules.add(\"toychip\")` 把整个 `toychip` 包放进了 Dynamo 的跳过目录")
+def test_trace_rules_add_puts_a_package_directory_in_dynamos_skip_dirs():
+    from torch._dynamo import trace_rules
+
+    assert "SKIP_DIRS.append(_strip_init_py(origin))" in source_of(trace_rules.add)
+    assert str(Path(toychip.__file__).parent) + "/" in trace_rules.SKIP_DIRS
+
+
+@backs("notebooks/08_porting.ipynb", "Dynamo 也只把 `torch.Stream` / `torch.Event` 的实例当作流和事件")
+def test_dynamo_wraps_only_torch_stream_and_event_instances_as_streams_and_events():
+    from torch._dynamo.variables.builder import VariableBuilder
+
+    source = source_of(VariableBuilder._wrap)
+    stream_branch = source[source.index("elif isinstance(value, torch.Stream):"):]
+    assert stream_branch.index("StreamVariable(") < stream_branch.index("elif isinstance(value, torch.Event):")
+
+
+@backs("notebooks/08_porting.ipynb", "`torch.compile(model)` 不写 `backend` 时用的是 Inductor")
+def test_the_default_compile_backend_is_inductor():
+    from torch._dynamo.backends.registry import get_default_backend
+
+    assert inspect.signature(torch.compile).parameters["backend"].default is None
+    assert "backend = get_default_backend()" in source_of(torch.compile)
+    assert get_default_backend() == "inductor"
+
+
+@backs("notebooks/08_porting.ipynb", "先查的是设备操作覆盖，字典里没有 `'toychip'`")
+def test_inductor_wrapper_codegen_asks_for_device_op_overrides_first():
+    from torch._inductor.codegen.common import get_device_op_overrides
+    from torch._inductor.graph import GraphLowering
+
+    source = source_of(GraphLowering.init_wrapper_code)
+    assert source.index("get_device_op_overrides(") < source.index("get_wrapper_codegen_for_device(")
+    with pytest.raises(KeyError, match="toychip"):
+        get_device_op_overrides("toychip")
+
+
+@backs("notebooks/08_porting.ipynb", "在 `assert scheduling_ctor` 处失败")
+def test_lowering_a_scan_asks_the_devices_scheduling_for_its_features():
+    from torch._inductor import ir
+    from torch._inductor.codegen.common import get_backend_features, get_scheduling_for_device
+
+    assert "V.graph.has_feature(device, BackendFeature.SCAN)" in source_of(ir.Scan.create)
+    assert "assert scheduling_ctor" in source_of(get_backend_features)
+    assert get_scheduling_for_device("toychip") is None
+
+
+@backs("notebooks/08_porting.ipynb", "API 都在 `torch._inductor.codegen.common`")
+def test_inductor_device_registration_apis():
+    from torch._inductor.codegen import common
+
+    assert list(inspect.signature(common.register_device_op_overrides).parameters) == ["device", "device_op_overrides"]
+    assert list(inspect.signature(common.register_backend_for_device).parameters)[:3] == [
+        "device", "device_scheduling", "device_wrapper_codegen"]
+
+
+# Section 6: distributed and packaging
+
+@backs("notebooks/08_porting.ipynb", "CUDA 用 NCCL")
+def test_nccl_is_cudas_default_collective_backend():
+    assert dist.Backend.default_device_backend_map["cuda"] == "nccl"
+
+
+@backs("notebooks/08_porting.ipynb", "`Backend.register_backend(name, creator, devices=[...])`")
+def test_register_backend_takes_the_devices_it_serves():
+    assert "devices" in inspect.signature(dist.Backend.register_backend).parameters
+    assert "Backend.default_device_backend_map[device] = name.lower()" in source_of(dist.Backend.register_backend)
+
+
+@backs("notebooks/08_porting.ipynb", "不指定 backend：用本机加速器登记的后端")
+def test_init_process_group_without_a_backend_uses_the_accelerators_registered_backend():
+    from torch.distributed import distributed_c10d
+
+    assert inspect.signature(dist.init_process_group).parameters["backend"].default is None
+    assert 'backend = "undefined"' in source_of(dist.init_process_group)
+    config = source_of(distributed_c10d.BackendConfig.__init__)
+    branch = config[config.index("if backend == Backend.UNDEFINED:"):]
+    assert branch.index("device_type = torch._C._get_accelerator().type") < branch.index(
+        "Backend.default_device_backend_map[device_type]")
+    assert torch._C._get_accelerator().type == "toychip"
+
+
+@backs("notebooks/08_porting.ipynb", "入口点组 **`torch.backends`**")
+def test_import_device_backends_loads_and_calls_the_torch_backends_entry_points():
+    source = source_of(torch._import_device_backends)
+    assert 'group_name = "torch.backends"' in source
+    assert "entrypoint = backend_extension.load()" in source and "entrypoint()" in source
+
+
+@backs("notebooks/08_porting.ipynb", "`import torch` 会调用 `torch/__init__.py` 的 `_import_device_backends()`")
+def test_import_torch_calls_import_device_backends():
+    init = (TORCH_ROOT / "__init__.py").read_text()
+    assert "if _is_device_backend_autoload_enabled():\n    _import_device_backends()" in init
+
+
+@backs("notebooks/08_porting.ipynb", "环境变量 `TORCH_DEVICE_BACKEND_AUTOLOAD=0` 关闭")
+def test_torch_device_backend_autoload_zero_turns_autoloading_off(monkeypatch):
+    monkeypatch.setenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    assert torch._is_device_backend_autoload_enabled() is False
+    monkeypatch.delenv("TORCH_DEVICE_BACKEND_AUTOLOAD")
+    assert torch._is_device_backend_autoload_enabled() is True
+
+
+@backs("notebooks/08_porting.ipynb", "`_import_device_backends` 文档字符串引用")
+def test_import_device_backends_cites_the_autoload_rfc():
+    assert "https://github.com/pytorch/pytorch/issues/122468" in torch._import_device_backends.__doc__
+
+
+# Section 7: OpInfo
+
+@backs("notebooks/08_porting.ipynb", "`torch/testing/_internal/common_methods_invocations.py` 的 `op_db`")
+def test_op_db_is_defined_in_common_methods_invocations():
+    path = TORCH_ROOT / "testing" / "_internal" / "common_methods_invocations.py"
+    assert re.search(r"^op_db: list\[OpInfo\] = \[", path.read_text(), re.M)
+
+
+@backs("notebooks/08_porting.ipynb", "设备无关的测试（device-generic tests）用它在任意设备上运行同一批测试")
+def test_device_generic_tests_are_instantiated_per_device_type():
+    source = (TORCH_ROOT / "testing" / "_internal" / "common_device_type.py").read_text()
+    assert re.search(r"^def instantiate_device_type_tests\(", source, re.M)
+    assert re.search(r"^class ops\b", source, re.M)      # the decorator that runs a test once per OpInfo
+
+
+@backs("notebooks/08_porting.ipynb", "导入 `op_db` 需要 `expecttest` 包")
+def test_importing_op_db_imports_expecttest():
+    internal = TORCH_ROOT / "testing" / "_internal"
+    assert re.search(r"^import expecttest$", (internal / "common_utils.py").read_text(), re.M)
+    assert "from torch.testing._internal.common_utils import" in (internal / "common_methods_invocations.py").read_text()
