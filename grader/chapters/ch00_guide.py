@@ -60,11 +60,14 @@ def run_exported(artifact: dict, built: dict) -> dict:
 
 
 def _export_designed_cases() -> list[Case]:
+    """Small and large batches: a program must run on every size (a bound such as
+    ``Dim(max=1024)`` fails the few thousand rows, which cost little on these models)."""
     return [
         _export_case("mlp-one-hidden", 10, lambda: models.RandomMLP([24, 12, 4]), [(4, 24)], [1, 3, 128]),
         _export_case("mlp-deep-example-2", 11, lambda: models.RandomMLP([8, 32, 32, 4]), [(2, 8)], [1, 17, 50]),
         _export_case("pair-example-6", 12, models.GatedPair, [(6, 16), (6, 16)], [1, 11]),
         _export_case("images-example-2", 13, models.ImageClassifier, [(2, 1, 28, 28)], [1, 5]),
+        _export_case("pair-batch-5000", 14, models.GatedPair, [(3, 16), (3, 16)], [5000]),
     ]
 
 
@@ -77,6 +80,8 @@ EXERCISES.append(Exercise(
                      "先 flatten 再 MLP：view 的大小依赖 batch"),
         _export_case("GatedPair", 2, models.GatedPair, [(4, 16), (4, 16)], [1, 2, 9],
                      "两个输入，batch 必须是同一个符号"),
+        _export_case("MyModel(batch 4096)", 3, models.MyModel, [(32, 100)], [4096],
+                     "很大的 batch：batch 维度没有上限"),
     ],
     # No random cases: each case costs an export (about half a second of CPU), and the
     # designed ones already vary what the learner's function sees (models, example batch,
@@ -387,6 +392,35 @@ CHIPS = [{"launch_us": 5.0, "mem_bytes_per_us": 200e3, "flops_per_us": 10e6},
          {"launch_us": 1.0, "mem_bytes_per_us": 1000e3, "flops_per_us": 5e6}]
 
 
+def _big_and_small(side: str, big_us: float, small_us: float, count: int, spec: dict) -> list[dict]:
+    """One big kernel and ``count`` small ones, all won by ``side`` (memory or compute),
+    taking ``big_us`` and ``small_us`` on ``spec``. With ``small_us`` below ``launch_us``,
+    each small kernel's largest term is its launch, yet its time still belongs to ``side``."""
+    def kernel(us: float) -> dict:
+        if side == "memory":
+            nbytes = round(us * spec["mem_bytes_per_us"])
+            return _kernel("add.Tensor", nbytes, round(nbytes / 8 * spec["flops_per_us"] / spec["mem_bytes_per_us"]))
+        flops = round(us * spec["flops_per_us"])
+        return _kernel("mm.default", round(flops / 8 * spec["mem_bytes_per_us"] / spec["flops_per_us"]), flops)
+    return [kernel(big_us)] + [kernel(small_us)] * count
+
+
+# Memory 180 µs against launches 105 µs on CHIPS[0]: each of the twenty small kernels
+# moves its bytes in less time (4 µs) than its launch takes (5 µs), yet that is memory time.
+BIG_AND_SMALL_KERNELS = _big_and_small("memory", 100.0, 4.0, 20, CHIPS[0])
+
+
+def _random_big_and_small(rng: random.Random, spec: dict) -> list[dict]:
+    """A big kernel and 8 to 30 small ones shorter than a launch, all on one side. The big
+    kernel's time makes that side lead the launches by 1.5× (it is the bound), yet falls
+    short of the small kernels' launches and times together (so that crediting a kernel's
+    whole time to its largest term would make the launches win)."""
+    launch, count, fraction = spec["launch_us"], rng.randint(8, 30), rng.uniform(0.6, 0.9)
+    low, high = 1.5 * (count + 1) - count * fraction, count * (1 + fraction) - 1
+    big = launch * rng.uniform(low, high)
+    return _big_and_small(rng.choice(["memory", "compute"]), big, launch * fraction, count, spec)
+
+
 def _random_kernels(rng: random.Random) -> list[dict]:
     kernels = []
     for _ in range(rng.randint(1, 12)):
@@ -403,7 +437,8 @@ def _random_roofline_cases(rng: random.Random, count: int = 4, prefix: str = "ra
     """Random kernels on random chips whose largest part leads the next by at least 1.5×."""
     cases = []
     while len(cases) < count:
-        kernels, spec = _random_kernels(rng), rng.choice(CHIPS)
+        spec = rng.choice(CHIPS)
+        kernels = _random_big_and_small(rng, spec) if rng.random() < 0.3 else _random_kernels(rng)
         top, second = sorted(_parts(kernels, spec).values())[:-3:-1]
         if top >= 1.5 * second:
             cases.append(_roofline_case(f"{prefix}-{len(cases)}", kernels, spec))
@@ -415,7 +450,10 @@ def _roofline_designed_cases() -> list[Case]:
     return [_roofline_case("matmul-and-nine-pointwise", [wide_matmul] + [_kernel("relu.default", 2**23, 2**21)] * 9,
                            CHIPS[0]),
             _roofline_case("gemv-expensive-launch", GEMV_KERNELS * 3, CHIPS[1]),
-            _roofline_case("many-small-kernels", [_kernel("mul.Tensor", 12_000, 1_000)] * 25, CHIPS[0])] \
+            _roofline_case("many-small-kernels", [_kernel("mul.Tensor", 12_000, 1_000)] * 25, CHIPS[0]),
+            _roofline_case("big-matmul-small-matmuls", _big_and_small("compute", 100.0, 4.0, 20, CHIPS[0]), CHIPS[0]),
+            _roofline_case("big-copy-small-copies-slow-memory", _big_and_small("memory", 40.0, 1.6, 24, CHIPS[2]),
+                           CHIPS[2])] \
         + _random_roofline_cases(random.Random(2026), 3, "fixed")
 
 
@@ -429,6 +467,8 @@ EXERCISES.append(Exercise(
         _roofline_case("tiny-many", [_kernel("add.Tensor", 8000, 1000)] * 40, CHIPS[2], "40 个小的逐点内核"),
         _roofline_case("balanced", BALANCED_KERNELS, CHIPS[0],
                        "一个 1024³ 矩阵乘 + 四个大的逐点内核：每个内核只把它的 max 记到一边"),
+        _roofline_case("big-and-small", BIG_AND_SMALL_KERNELS, CHIPS[0],
+                       "一个 100 µs 的逐点内核 + 20 个 4 µs 的逐点内核（每个都比 5 µs 的发射开销短）"),
     ],
     designed_cases=_roofline_designed_cases,
     random_cases=_random_roofline_cases,

@@ -66,8 +66,8 @@ def _compare_program_outputs(expected, got, what: str, labels: list[str] | None 
 
 # --- 02.trace_divergence --------------------------------------------------------------
 # Each case tests one thing a shadow comparison must get right: a baked value-dependent
-# branch or loop, a program that raises, the tolerance of a frozen program (small and
-# large values), a baked shape rank, a baked dtype. The inputs mix both answers.
+# branch or loop, a program that raises, the tolerance of a frozen program (values near
+# zero, around one and large), a baked shape rank, a baked dtype. The inputs mix both answers.
 
 def _trace_case(name, seed, make_model, make_args, *, freeze=False, description="") -> Case:
     """``make_args()`` returns ``(example, inputs)``, made under the case's seed after the model."""
@@ -131,11 +131,18 @@ def _numpy_case(name, seed, batches: list[int], description="") -> Case:
     return _trace_case(name, seed, models.NumpyActivation, make_args, description=description)
 
 
-def _frozen_case(name, seed, channels: int, scale: float, description="") -> Case:
-    """Frozen Conv-BN: folding changes the last bits only, relatively to the values' size."""
-    return _trace_case(name, seed, lambda: models.with_trained_batchnorm(models.ConvBNReLU(channels)), lambda: (
+def _frozen_case(name, seed, channels: int, scale: float, description="", *,
+                 prepare=models.with_trained_batchnorm) -> Case:
+    """Frozen Conv-BN: folding changes the last bits only, relatively to the values' size
+    (or, with ``with_cancelling_batchnorm`` and small inputs, on values near zero)."""
+    return _trace_case(name, seed, lambda: prepare(models.ConvBNReLU(channels)), lambda: (
         (torch.randn(1, 3, 6, 6),), [(torch.randn(2, 3, 6, 6) * scale,) for _ in range(3)]),
         freeze=True, description=description)
+
+
+def _near_zero_case(name, seed, channels: int, description="") -> Case:
+    """Frozen Conv-BN whose outputs are near zero, differing by far less than ``atol``."""
+    return _frozen_case(name, seed, channels, 1e-3, description, prepare=models.with_cancelling_batchnorm)
 
 
 def _rank_case(name, seed, example_rank: int, ranks: list[int], description="") -> Case:
@@ -161,6 +168,8 @@ def _trace_public_cases() -> list[Case]:
                     "NumPy 结果被记成常量：batch 与示例不同时追踪结果报错，示例本身一致"),
         _frozen_case("ConvBNReLU(frozen)", 2, 4, 1.0, "freeze 折叠了 BN：只有最后几位不同，不算不一致"),
         _frozen_case("ConvBNReLU(frozen,x100)", 3, 4, 100.0, "同上，输入放大 100 倍：误差随数值一起变大"),
+        _near_zero_case("ConvBNReLU(frozen,near 0)", 6, 4,
+                        "同上，但输出都接近 0：最后几位的差别远小于 atol，相对误差却不小"),
         _rank_case("BatchFirst", 4, 2, [2, 1, 2, 1], "按 x.dim() 的分支被固化：单个样本的输出形状不同，数值相同"),
         _dtype_case("KeepsInputDtype", 5, torch.float32, [torch.float32, torch.float64, torch.float32],
                     "x.dtype 被固化：float64 输入得到 float32 输出，数值相同"),
@@ -176,6 +185,7 @@ def _trace_designed_cases() -> list[Case]:
         _numpy_case("numpy-batch", 13, [4, 0, 3, 0]),
         _frozen_case("frozen-8-channels", 14, 8, 1.0),
         _frozen_case("frozen-large-values", 15, 2, 100.0),
+        _near_zero_case("frozen-near-zero", 18, 8),
         _rank_case("rank-single-sample-example", 16, 1, [1, 2, 2, 1]),
         _dtype_case("dtype-float64-example", 17, f64, [f32, f64, f32]),
     ]
@@ -185,7 +195,7 @@ def _random_trace_case(rng: random.Random, index: int) -> Case:
     """One pitfall of the designed cases, with a random model, example and inputs."""
     seed, name = rng.randrange(10**6), f"random-{index}"
     bools, dtypes = [False, True], [torch.float32, torch.float64]
-    match rng.choice(["flag", "loop", "numpy", "frozen", "rank", "dtype"]):
+    match rng.choice(["flag", "loop", "numpy", "frozen", "near-zero", "rank", "dtype"]):
         case "flag":
             return _flag_case(name, seed, rng.choice(bools), [rng.choice(bools) for _ in range(6)])
         case "loop":
@@ -194,6 +204,8 @@ def _random_trace_case(rng: random.Random, index: int) -> Case:
             return _numpy_case(name, seed, [rng.choice([0, 0, 2, 3, 5]) for _ in range(5)])
         case "frozen":
             return _frozen_case(name, seed, rng.choice([2, 4, 8]), rng.choice([1.0, 10.0]))
+        case "near-zero":
+            return _near_zero_case(name, seed, rng.choice([2, 4, 8]))
         case "rank":
             return _rank_case(name, seed, rng.choice([1, 2]), [rng.choice([1, 2]) for _ in range(5)])
         case "dtype":
@@ -353,6 +365,18 @@ def straight_line(x, n: int):
     return x + n
 """
 
+TWO_IFS_IN_LOOP = """
+def two_ifs_in_loop(x, n: int):
+    for i in range(n):
+        if bool(x.mean() > 0.0):
+            x = x - 1.0
+        if bool(x.max() > 2.0):
+            x = torch.tanh(x)
+        else:
+            x = x * 2.0
+    return x
+"""
+
 IF_IN_LOOP_IN_IF = """
 def nested(x, n: int):
     if bool(x.sum() > 0):
@@ -368,6 +392,7 @@ def nested(x, n: int):
 
 def _census_designed_cases() -> list[Case]:
     return [_source_case("straight-line", STRAIGHT_LINE), _source_case("if-in-loop-in-if", IF_IN_LOOP_IN_IF),
+            _source_case("two-ifs-in-loop", TWO_IFS_IN_LOOP),
             _module_case("module-while-loop", models.HalveUntilSmall),
             _module_case("module-tensor-flag", models.TensorFlagModel)]
 
@@ -378,6 +403,8 @@ EXERCISES.append(Exercise(
     public_cases=lambda: [
         _source_case("halve_or_shift", models.LOOP_WITH_BRANCH, "prim::Loop 里套一个 prim::If"),
         _module_case("BoolFlagModel", models.BoolFlagModel, "脚本化模块：prim::GetAttr、prim::CallMethod 和一个 prim::If"),
+        _source_case("clip_both_sides", models.SIBLING_BRANCHES, "并列的两个 prim::If（第一个没有 else），都不在块里"),
+        _source_case("smooth", models.THREE_DEEP, "prim::Loop 里的 prim::If 里还有一个 prim::Loop"),
     ],
     designed_cases=_census_designed_cases,
     random_cases=lambda rng: [_source_case(f"random-{i}", models.random_script_source(rng)) for i in range(4)],

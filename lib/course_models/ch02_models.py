@@ -130,6 +130,21 @@ def with_trained_batchnorm(model: nn.Module) -> nn.Module:
     return model.eval()
 
 
+def with_cancelling_batchnorm(model: ConvBNReLU, bias: float = 4.0) -> ConvBNReLU:
+    """Make the BatchNorm undo the conv's bias (uses the global RNG), in eval mode: the
+    output is about ``W·x``, near zero for small inputs. Eager rounds ``W·x + b`` to the
+    precision of ``b`` before taking ``b`` away again (an error near 1e-7), the frozen
+    program folds both away: a difference far below ``atol``, far above ``rtol`` times
+    such small values."""
+    with torch.no_grad():
+        model.conv.bias.uniform_(-bias, bias)
+        model.bn.running_mean.copy_(model.conv.bias)
+        model.bn.running_var.uniform_(0.5, 1.5)
+        model.bn.weight.uniform_(0.5, 1.5)
+        model.bn.bias.zero_()
+    return model.eval()
+
+
 class NumpyGate(nn.Module):
     """A module written without TorchScript in mind; ``torch.jit.script`` rejects it.
 
@@ -226,6 +241,29 @@ def halve_or_shift(x, n: int):
             x = x * 0.5
         else:
             x = torch.relu(x) + 1
+    return x
+'''
+
+# Two sibling ifs (the first without else): nesting depth 1, two control-flow nodes.
+SIBLING_BRANCHES = '''
+def clip_both_sides(x, n: int):
+    if bool(x.max() > 1.0):
+        x = x / x.max()
+    if bool(x.min() < -1.0):
+        x = x / -x.min()
+    else:
+        x = x + n
+    return x
+'''
+
+# A loop inside a branch inside a loop: blocks three deep.
+THREE_DEEP = '''
+def smooth(x, n: int):
+    for i in range(n):
+        if bool(x.sum() > 0):
+            for j in range(n):
+                x = torch.sin(x)
+        x = x * 0.5
     return x
 '''
 

@@ -4,9 +4,11 @@ correct answers written differently from the reference.
 Self-contained (no import of the references): tests paste this module into notebooks
 that are graded in the sandbox, where the solutions are hidden.
 """
+import gc
 import inspect
 import statistics
 import time
+from collections import Counter
 
 import torch
 from torch.export import Dim
@@ -38,6 +40,25 @@ def export_first_input_dynamic(model, example):
 
 def export_with_auto_dims(model, example):
     return torch.export.export(model, example, dynamic_shapes=[{0: Dim.AUTO} for _ in example])
+
+
+def export_with_bounded_batch(model, example):
+    batch = Dim("batch", min=1, max=1024)
+    return torch.export.export(model, example, dynamic_shapes=tuple({0: batch} for _ in example))
+
+
+def export_with_shapes_collection(model, example):
+    shapes, batch = torch.export.ShapesCollection(), Dim("batch")
+    for tensor in example:
+        shapes[tensor] = {0: batch}
+    return torch.export.export(model, example, dynamic_shapes=shapes.dynamic_shapes(model, example))
+
+
+def export_marked_dynamic(model, example):
+    marked = tuple(t.clone() for t in example)
+    for tensor in marked:
+        torch._dynamo.mark_dynamic(tensor, 0)
+    return torch.export.export(model, marked)
 
 
 def export_by_parameter_name(model, example):
@@ -93,6 +114,44 @@ def benchmark_unsynced_warmup(fn, args, warmup, repeats, synchronize):
     return {"median": statistics.median(samples), "samples": samples}
 
 
+def benchmark_sync_before_start_only(fn, args, warmup, repeats, synchronize):
+    for _ in range(warmup):
+        fn(*args)
+    samples = []
+    for _ in range(repeats):
+        synchronize()
+        start = time.perf_counter()
+        fn(*args)
+        samples.append(time.perf_counter() - start)
+    return {"median": statistics.median(samples), "samples": samples}
+
+
+def benchmark_clock_before_sync(fn, args, warmup, repeats, synchronize):
+    for _ in range(warmup):
+        fn(*args)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        synchronize()
+        fn(*args)
+        synchronize()
+        samples.append(time.perf_counter() - start)
+    return {"median": statistics.median(samples), "samples": samples}
+
+
+def benchmark_process_time(fn, args, warmup, repeats, synchronize):
+    for _ in range(warmup):
+        fn(*args)
+    synchronize()
+    samples = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn(*args)
+        synchronize()
+        samples.append(time.process_time() - start)
+    return {"median": statistics.median(samples), "samples": samples}
+
+
 def benchmark_whole_loop(fn, args, warmup, repeats, synchronize):
     for _ in range(warmup):
         fn(*args)
@@ -138,6 +197,27 @@ def benchmark_with_monotonic_clock(fn, args, warmup, repeats, synchronize):
         return time.monotonic() - began
     samples = sorted(one_sample() for _ in range(repeats))
     return {"median": samples[len(samples) // 2], "samples": samples}
+
+
+def benchmark_without_gc(fn, args, warmup, repeats, synchronize):
+    calls = 0
+    while calls < warmup:
+        fn(*args)
+        calls += 1
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        samples = []
+        while len(samples) < repeats:
+            synchronize()
+            began = time.perf_counter()
+            fn(*args)
+            synchronize()
+            samples.append(time.perf_counter() - began)
+    finally:
+        if collecting:
+            gc.enable()
+    return {"samples": samples, "median": statistics.median_low(samples) if repeats % 2 else statistics.median(samples)}
 
 
 # --- 00.kernel_costs -----------------------------------------------------------------
@@ -223,6 +303,28 @@ def kernel_costs_four_bytes_per_element(fn, inputs):
             for n in _traced_nodes(fn, inputs)]
 
 
+def kernel_costs_bmm_without_batch(fn, inputs):
+    kernels = []
+    for n in _traced_nodes(fn, inputs):
+        metas, out = _tensor_inputs(n), n.meta["tensor_meta"]
+        if n.target._opname in MATMULS:
+            (m, k), width = metas[-2].shape[-2:], metas[-1].shape[-1]
+            flops = 2 * m * width * k
+        else:
+            flops = _flops(n)
+        kernels.append(_kernel(n, sum(map(_nbytes, [*metas, out])), flops))
+    return kernels
+
+
+def kernel_costs_addmm_bias_flop(fn, inputs):
+    kernels = []
+    for n in _traced_nodes(fn, inputs):
+        out = n.meta["tensor_meta"]
+        flops = _flops(n) + (out.shape.numel() if n.target._opname == "addmm" else 0)
+        kernels.append(_kernel(n, sum(map(_nbytes, [*_tensor_inputs(n), out])), flops))
+    return kernels
+
+
 def kernel_costs_from_fake_values(fn, inputs):
     gm = make_fx(fn)(*inputs)
     kernels = []
@@ -266,6 +368,34 @@ def kernel_costs_by_dispatch_mode(fn, inputs):
     with torch.no_grad(), _KernelRecorder() as recorder:
         fn(*inputs)
     return list(reversed(recorder.kernels))
+
+
+class _KernelMeter(torch.fx.Interpreter):
+    """Runs a traced graph and measures the real tensors each kernel reads and writes."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.kernels = []
+
+    def call_function(self, target, args, kwargs):
+        reads = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+        sizes = [(a.numel(), a.element_size(), tuple(a.shape)) for a in reads]
+        result = super().call_function(target, args, kwargs)
+        if not getattr(target, "is_view", False):
+            nbytes = sum(n * s for n, s, _ in sizes) + result.numel() * result.element_size()
+            if target in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default):
+                flops = 2 * result.numel() * sizes[-2][2][-1]
+            else:
+                flops = max([n for n, _, _ in sizes] + [result.numel()])
+            self.kernels.append({"op": target.__name__, "bytes": nbytes, "flops": flops})
+        return result
+
+
+def kernel_costs_by_interpreter(fn, inputs):
+    meter = _KernelMeter(make_fx(fn)(*[t.clone() for t in inputs]))
+    with torch.no_grad():
+        meter.run(*[t.clone() for t in inputs])
+    return meter.kernels
 
 
 # --- 00.roofline ---------------------------------------------------------------------
@@ -315,6 +445,33 @@ def roofline_bound_from_totals(kernels, spec):
     return {"time_us": time_us, "bound": max(parts, key=parts.get)}
 
 
+def roofline_never_overhead_bound(kernels, spec):
+    parts = {"memory": 0.0, "compute": 0.0}
+    for k in kernels:
+        move, work = _kernel_times(k, spec)
+        parts["memory" if move >= work else "compute"] += max(move, work)
+    return {"time_us": len(kernels) * spec["launch_us"] + sum(parts.values()), "bound": max(parts, key=parts.get)}
+
+
+def roofline_majority_of_kernels(kernels, spec):
+    votes = Counter()
+    for k in kernels:
+        move, work = _kernel_times(k, spec)
+        terms = {"overhead": spec["launch_us"], "memory": move, "compute": work}
+        votes[max(terms, key=terms.get)] += 1
+    time_us = sum(spec["launch_us"] + max(_kernel_times(k, spec)) for k in kernels)
+    return {"time_us": time_us, "bound": votes.most_common(1)[0][0]}
+
+
+def roofline_whole_kernel_to_largest_term(kernels, spec):
+    parts = {"overhead": 0.0, "memory": 0.0, "compute": 0.0}
+    for k in kernels:
+        move, work = _kernel_times(k, spec)
+        terms = {"overhead": spec["launch_us"], "memory": move, "compute": work}
+        parts[max(terms, key=terms.get)] += spec["launch_us"] + max(move, work)
+    return {"time_us": sum(parts.values()), "bound": max(parts, key=parts.get)}
+
+
 def roofline_with_chip_spec(kernels, spec):
     chip = toychip.ChipSpec(**spec)
     winners = [("memory" if move >= work else "compute", max(move, work))
@@ -334,6 +491,17 @@ def roofline_by_intensity(kernels, spec):
     return {"time_us": overhead + memory + compute, "bound": max(parts, key=lambda p: p[0])[1]}
 
 
+def roofline_vectorised(kernels, spec):
+    nbytes = torch.tensor([k["bytes"] for k in kernels], dtype=torch.float64)
+    flops = torch.tensor([k["flops"] for k in kernels], dtype=torch.float64)
+    move, work = nbytes / spec["mem_bytes_per_us"], flops / spec["flops_per_us"]
+    memory_wins = move >= work
+    parts = sorted([(float(len(kernels) * spec["launch_us"]), "overhead"),
+                    (float(move[memory_wins].sum()), "memory"), (float(work[~memory_wins].sum()), "compute")],
+                   reverse=True)
+    return {"time_us": sum(t for t, _ in parts), "bound": parts[0][1]}
+
+
 WRONG_ANSWERS = [  # (exercise id, function, the misconception)
     ("00.export_dynamic", export_static,
      "export keeps batch sizes open unless told otherwise, so no dynamic_shapes is needed"),
@@ -343,6 +511,8 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "deployment means TorchScript (the seeds' advice): a trace is the exported program"),
     ("00.export_dynamic", export_first_input_dynamic,
      "only the first input carries the batch; the others may stay static"),
+    ("00.export_dynamic", export_with_bounded_batch,
+     "a dynamic dimension needs a range, and max=1024 is generous enough for any batch"),
     ("00.benchmark", benchmark_without_warmup,
      "the first calls are part of the cost, so warm-up calls need not be made"),
     ("00.benchmark", benchmark_mean,
@@ -353,6 +523,12 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "a call returns when its work is done, so no synchronize is needed"),
     ("00.benchmark", benchmark_unsynced_warmup,
      "synchronising before stopping the clock is enough; the warm-up's queued work is not timed"),
+    ("00.benchmark", benchmark_sync_before_start_only,
+     "synchronising before starting the clock is enough; a call's own work is done when it returns"),
+    ("00.benchmark", benchmark_clock_before_sync,
+     "the synchronize that opens a sample may come after the clock starts"),
+    ("00.benchmark", benchmark_process_time,
+     "CPU time (time.process_time) is the better clock, since other processes do not disturb it"),
     ("00.benchmark", benchmark_whole_loop,
      "timing the whole loop once and dividing by repeats gives the same samples (the seeds' method)"),
     ("00.benchmark", benchmark_in_milliseconds,
@@ -371,6 +547,10 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "a non-matmul kernel does one operation per output element (reductions included)"),
     ("00.kernel_costs", kernel_costs_four_bytes_per_element,
      "every element is 4 bytes (float32)"),
+    ("00.kernel_costs", kernel_costs_bmm_without_batch,
+     "a matmul costs 2·M·N·K whatever its batch, so bmm's batch dimension is left out"),
+    ("00.kernel_costs", kernel_costs_addmm_bias_flop,
+     "addmm's bias add is one more flop per output element on top of 2·M·N·K"),
     ("00.roofline", roofline_of_totals,
      "the roofline applies to the program: add all bytes and flops, then take one max"),
     ("00.roofline", roofline_without_launches,
@@ -381,6 +561,12 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "a kernel's memory time and compute time add up (they do not overlap)"),
     ("00.roofline", roofline_bound_from_totals,
      "the bound compares all bytes' time with all flops' time, whichever side each kernel is on"),
+    ("00.roofline", roofline_never_overhead_bound,
+     "the bound is memory or compute; launch overhead is a cost but never a bottleneck"),
+    ("00.roofline", roofline_majority_of_kernels,
+     "the program is bound where most of its kernels are (a vote of each kernel's largest term)"),
+    ("00.roofline", roofline_whole_kernel_to_largest_term,
+     "each kernel's whole time, launch included, goes to its largest term (launch, memory or compute)"),
 ]
 
 RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
@@ -388,16 +574,26 @@ RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
      "Dim.AUTO for every input, dynamic_shapes as a list"),
     ("00.export_dynamic", export_by_parameter_name,
      "dynamic_shapes keyed by forward's parameter names, a fresh Dim('batch') per input"),
+    ("00.export_dynamic", export_with_shapes_collection,
+     "torch.export.ShapesCollection keyed by the example tensors themselves"),
+    ("00.export_dynamic", export_marked_dynamic,
+     "torch._dynamo.mark_dynamic on copies of the examples, no dynamic_shapes"),
     ("00.benchmark", benchmark_with_nanoseconds,
      "perf_counter_ns, a synchronize before every sample, torch's median"),
     ("00.benchmark", benchmark_with_monotonic_clock,
      "time.monotonic, sorted samples, the middle one taken by index"),
+    ("00.benchmark", benchmark_without_gc,
+     "garbage collection off while sampling (as timeit does), while loops, median_low for odd counts"),
     ("00.kernel_costs", kernel_costs_from_fake_values,
      "meta['val'] (make_fx's fake tensors) instead of ShapeProp, names from str(target)"),
     ("00.kernel_costs", kernel_costs_by_dispatch_mode,
      "a TorchDispatchMode records the ATen calls while fn runs (no make_fx), reversed order"),
+    ("00.kernel_costs", kernel_costs_by_interpreter,
+     "an fx.Interpreter runs the traced graph and measures the real tensors of each call"),
     ("00.roofline", roofline_with_chip_spec,
      "time from toychip.ChipSpec(**spec).kernel_us, parts built from (side, time) pairs"),
     ("00.roofline", roofline_by_intensity,
      "kernels split at the ridge point by arithmetic intensity, bytes and flops summed per side"),
+    ("00.roofline", roofline_vectorised,
+     "float64 tensors and a boolean mask select each side's kernels, parts ranked by sorting"),
 ]
