@@ -9,6 +9,7 @@
 * :func:`chip_step` compiles one program for the toy chip with a chosen AOTAutograd
   partitioner and runs forward + backward under the simulated clock: loss, gradients,
   simulated time, launches, device memory held between forward and backward, and peak.
+  :func:`eager_chip_step` runs the same step in eager mode, for comparison.
 * :func:`capture_graphs` records the joint, forward and backward graphs AOTAutograd
   makes for a function (for the views and the demonstrations).
 * Min-cut problems: :func:`random_joint_problem` draws a small joint graph as plain data,
@@ -166,16 +167,34 @@ def chip_step(fn, inputs, partition_fn=None) -> dict:
     ``peak_bytes`` (most device memory held at once during the step). Parameters and
     inputs are on the chip before the profile opens, so they are not counted.
     """
-    import toychip
     from toychip.compiler import make_backend
     from torch.fx.experimental.proxy_tensor import make_fx
 
     chip_inputs = [t.to("toychip") for t in inputs]
     graph = make_fx(lambda *args: (fn(*args),))(*chip_inputs)
-    args = [t.detach().clone().requires_grad_() for t in chip_inputs]
+    args = _leaves(chip_inputs)
     compiled = make_backend(partition_fn)(graph, args)
+    return _profiled_step(lambda: compiled(*args)[0], args)
+
+
+def eager_chip_step(fn, inputs) -> dict:
+    """:func:`chip_step` without compiling: eager autograd keeps what each op's backward
+    formula saves, and ``held_bytes`` counts it the same way (plus the loss)."""
+    args = _leaves([t.to("toychip") for t in inputs])
+    return _profiled_step(lambda: fn(*args), args)
+
+
+def _leaves(tensors) -> list[torch.Tensor]:
+    """Copies that are leaves requiring grad, like parameters: their ``.grad`` is the answer."""
+    return [t.detach().clone().requires_grad_() for t in tensors]
+
+
+def _profiled_step(forward, args) -> dict:
+    """Run ``forward().backward()`` under a profile; ``args`` are the leaves it reads."""
+    import toychip
+
     with toychip.profile() as profile:
-        loss = compiled(*args)[0]
+        loss = forward()
         held = profile.live_bytes
         loss.backward()
     return {"loss": loss.detach().cpu(), "grads": [a.grad.cpu() for a in args],

@@ -9,10 +9,15 @@ partition with the values it saves and the ones the backward recomputes (chapter
 A node belongs to the backward if it depends on a ``tangents_*`` input (the incoming
 gradient); a backward-graph node that does not is a recomputation of forward values
 (or a view of a saved one), which is what a rematerialising partitioner adds.
+
+Saved bytes are counted as chapter 06 measures memory: by storage. A saved view keeps its
+whole storage alive, an alias (``detach``) of a value already counted adds nothing, and
+the inputs' storages are in memory anyway.
 """
 from __future__ import annotations
 
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .fx import node_details
 from .model import GraphView
@@ -42,11 +47,36 @@ def tangent_dependent(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     return found
 
 
-def _bytes(node: torch.fx.Node) -> int | None:
+def saved_storage_bytes(forward, saved) -> tuple[dict[str, str], int]:
+    """What each saved forward value adds to memory, as a detail line, and the total.
+
+    The first saved value on a storage counts the whole storage; later ones on the same
+    storage, and values on an input's storage, add 0 bytes.
+    """
+    graph = _graph(forward)
+    inputs = {ref for n in graph.nodes if n.op == "placeholder" and (ref := _storage(n)) is not None}
+    counted: dict[StorageWeakRef, str] = {}
+    lines, total = {}, 0
+    for node in graph.nodes:
+        ref = _storage(node)
+        if node.name not in saved or node.op == "placeholder" or ref is None:
+            continue
+        if ref in inputs:
+            lines[node.name] = "an input's storage: 0 bytes"
+        elif ref in counted:
+            lines[node.name] = f"{counted[ref]}'s storage: 0 bytes"
+        else:
+            counted[ref] = node.name
+            nbytes = node.meta["val"].untyped_storage().nbytes()
+            whole = nbytes > node.meta["val"].numel() * node.meta["val"].element_size()
+            lines[node.name] = f"whole storage: {nbytes} bytes" if whole else f"{nbytes} bytes"
+            total += nbytes
+    return lines, total
+
+
+def _storage(node: torch.fx.Node) -> StorageWeakRef | None:
     value = node.meta.get("val")
-    if hasattr(value, "numel") and hasattr(value, "element_size"):
-        return int(value.numel() * value.element_size())
-    return None
+    return StorageWeakRef(value.untyped_storage()) if isinstance(value, torch.Tensor) else None
 
 
 def _graph(obj) -> torch.fx.Graph:
@@ -75,8 +105,9 @@ def partition_view(forward, backward, *, title: str = "") -> GraphView:
     """Forward and backward graphs side by side; saved values cross over, recomputations are green."""
     fw_graph, bw_graph = _graph(forward), _graph(backward)
     saved = set(saved_values(bw_graph))
-    total = sum(b for n in bw_graph.nodes if n.name in saved and (b := _bytes(n)) is not None)
-    view = GraphView(title=title or f"saved for backward: {len(saved)} values, {total} bytes", direction="LR")
+    saved_bytes, total = saved_storage_bytes(fw_graph, saved)
+    view = GraphView(title=title or f"saved for backward: {len(saved)} values, {total} bytes "
+                                    f"(by storage, inputs not counted)", direction="LR")
     for prefix, graph in (("fw", fw_graph), ("bw", bw_graph)):
         grad_nodes = tangent_dependent(graph)
         ids = []
@@ -89,8 +120,8 @@ def partition_view(forward, backward, *, title: str = "") -> GraphView:
             else:
                 kind = BACKWARD if node in grad_nodes else RECOMPUTED
             details = node_details(node)
-            if kind == SAVED and (nbytes := _bytes(node)) is not None:
-                details.append(f"{nbytes} bytes")
+            if kind == SAVED and node.name in saved_bytes:
+                details.append(saved_bytes[node.name])
             view.add_node(f"{prefix}:{node.name}", node.name, kind, details)
             ids.append(f"{prefix}:{node.name}")
             for source in node.all_input_nodes:

@@ -191,10 +191,11 @@ def _compiler(kind: str):
 def chip_decompositions() -> dict:
     """Core ATen decompositions, minus ops the chip has kernels for, plus the chip's own.
 
-    Decomposing ``_log_softmax`` or ``nll_loss_forward`` into ten small ops would turn one
-    chip launch into ten: a vendor keeps whatever its library runs natively. Core ATen
-    ops the chip lacks but can build from its kernels (``gelu``) are decomposed instead of
-    becoming CPU islands (:mod:`toychip.decompositions`).
+    Core ATen keeps ``_log_softmax`` (a core op) but decomposes ``nll_loss_forward`` into
+    15 ATen calls, which the chip would run as several launches instead of one (chapter 06
+    counts them): a vendor keeps whatever its library runs natively. Core ATen ops the chip
+    lacks but can build from its kernels (``gelu``) are decomposed instead of becoming CPU
+    islands (:mod:`toychip.decompositions`).
     """
     def native(op) -> bool:
         element = foreach_element_op(op) if isinstance(op, torch._ops.OpOverload) else None

@@ -1,7 +1,9 @@
 """AOTAutograd views: the joint graph by direction, a partition by saved and recomputed values."""
+import re
+
 import pytest
 import torch
-from functorch.compile import min_cut_rematerialization_partition
+from functorch.compile import aot_function, default_partition, make_boxed_func, min_cut_rematerialization_partition
 
 from course_models import ch06_models as models
 from graphviews import show, to_dot
@@ -39,6 +41,55 @@ def test_partition_view_marks_saved_values_and_draws_them_across(default_graphs)
     assert "bytes" in view.title
     dot = to_dot(view)
     assert "cluster" in dot and "saved" in dot
+
+
+def _title_bytes(view) -> int:
+    return int(re.search(r"(\d+) bytes", view.title).group(1))
+
+
+def _detail_bytes(view) -> int:
+    lines = [n.details[-1] for n in view.nodes if n.kind == SAVED]
+    return sum(int(re.search(r"(\d+) bytes$", line).group(1)) for line in lines)
+
+
+def _measured_saved_bytes(fn, inputs, partition_fn) -> int:
+    """Chapter 06's rule on real tensors: the forward's outputs after the loss, by storage, inputs not counted."""
+    saved = []
+
+    def fw_compiler(gm, example_inputs):
+        def run(args):
+            outs = gm(*args)
+            saved.extend(outs[1:])
+            return outs
+        run._boxed_call = True
+        return run
+
+    args = [t.detach().clone().requires_grad_() for t in inputs]
+    aot_function(fn, fw_compiler, lambda gm, ex: make_boxed_func(gm.forward), partition_fn=partition_fn)(*args)
+    inputs_storages = {a.untyped_storage().data_ptr() for a in args}
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved}
+    return sum(n for ptr, n in storages.items() if ptr not in inputs_storages)
+
+
+@pytest.mark.parametrize("program", ["mlp", "glu"])
+@pytest.mark.parametrize("partition_fn", [default_partition, min_cut_rematerialization_partition],
+                         ids=["default", "min_cut"])
+def test_partition_view_counts_saved_bytes_by_storage_without_the_inputs(program, partition_fn):
+    torch.manual_seed(0)
+    fn, inputs = ((models.mlp_program(models.SEED_STEPS), models.mlp_inputs(4, 8, 2)) if program == "mlp"
+                  else (models.run_glu, models.glu_inputs(2, 4, 2)))
+    graphs = models.capture_graphs(fn, inputs, partition_fn)
+    view = partition_view(graphs["forward"], graphs["backward"])
+    assert _title_bytes(view) == _detail_bytes(view) == _measured_saved_bytes(fn, inputs, partition_fn)
+
+
+def test_partition_view_counts_an_alias_once_and_a_view_by_its_whole_storage():
+    torch.manual_seed(0)
+    glu = models.capture_graphs(models.run_glu, models.glu_inputs(2, 4, 2))
+    details = {n.label: n.details[-1] for n in partition_view(glu["forward"], glu["backward"]).nodes if n.kind == SAVED}
+    assert details["getitem"] == "whole storage: 64 bytes"      # half of a (2, 8) float32 matmul output
+    assert details["detach"] == "sigmoid's storage: 0 bytes"
+    assert details["t"] == "an input's storage: 0 bytes"
 
 
 def test_a_rematerializing_partition_shows_recomputed_nodes():
