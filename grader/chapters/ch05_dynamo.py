@@ -90,7 +90,8 @@ def _compare_traced(expected, got) -> Verdict:
 
 _PUBLIC_PROGRAMS = [
     ("affine_relu", "矩阵乘、加法、torch.relu、乘以常量"),
-    ("normalize", "带关键字参数的方法调用 x.mean(dim=0, keepdim=True)；torch.clamp(..., max=2.0) 只给了第二个可选参数"),
+    ("normalize", "带关键字参数的方法调用 x.mean(dim=0, keepdim=True)，之后的调用只有位置参数；"
+                  "torch.clamp(..., max=2.0) 只给了第二个可选参数"),
     ("gated", "常量在左边的减法 1 - gate，取负 -y"),
     ("constants", "只有常量参与的运算和调用：torch.pi / 4、torch.finfo(torch.float32).eps（常量折叠）"),
     ("imported", "导入的函数 relu(x)（LOAD_GLOBAL 自己压 NULL）和导入的模块里的函数 F.silu（普通 LOAD_ATTR）"),
@@ -107,6 +108,11 @@ def keywords_out_of_order(a):
     total = a.sum(keepdim=True, dim=0)
     return torch.clamp(a - total, max=0.5)
 ''',
+    "designed-keywords-then-positional": '''
+def keywords_then_positional(a, b):
+    clipped = torch.clamp(a, max=0.5)
+    return torch.maximum(clipped, b) - b.sum(1, keepdim=True)
+''',
     "designed-imported-calls": '''
 from torch import tanh
 import torch.nn.functional as F
@@ -118,6 +124,10 @@ def imported_calls(a, b):
     "designed-module-attributes": '''
 def module_attributes(a, b):
     return a @ b - torch.nn.functional.gelu(b)
+''',
+    "designed-negation": '''
+def negation(a, b):
+    return -a * torch.sigmoid(-b)
 ''',
     "designed-constant-expression": '''
 def constant_expression(a):
@@ -214,12 +224,20 @@ def _spec(size=4, dtype="float32", requires_grad=False, n=2, flag=True) -> dict:
     return {"size": size, "dtype": dtype, "requires_grad": requires_grad, "n": n, "flag": flag}
 
 
-def _guard_case(name: str, calls: list[dict], dynamic, description: str = "") -> Case:
-    return Case(name, lambda: {"calls": [dict(c) for c in calls], "dynamic": dynamic}, description)
+DEFAULT_RECOMPILE_LIMIT = 8  # torch's default recompile_limit, the one the prompt names
+
+
+def _guard_case(name: str, calls: list[dict], dynamic, description: str = "",
+                recompile_limit: int = DEFAULT_RECOMPILE_LIMIT) -> Case:
+    return Case(name, lambda: {"calls": [dict(c) for c in calls], "dynamic": dynamic,
+                               "recompile_limit": recompile_limit}, description)
 
 
 def predictor_artifact(function, built) -> dict:
-    prediction = function([dict(c) for c in built["calls"]], built["dynamic"])
+    """Sandbox side: the prediction, made while ``recompile_limit`` is the case's (as the
+    measurement is); the function reads the limit when called."""
+    with torch._dynamo.config.patch(recompile_limit=built["recompile_limit"]):
+        prediction = function([dict(c) for c in built["calls"]], built["dynamic"])
     if not isinstance(prediction, (list, tuple)) or not all(type(p) is bool for p in prediction):
         return {"error": f"predict_recompiles 应返回由 bool 组成的 list，实际返回了 {short(prediction)}。"}
     return {"prediction": list(prediction)}
@@ -232,10 +250,11 @@ def _with_measurement(artifact: dict, built: dict) -> dict:
     """Trusted side: which calls Dynamo really compiled (measured once per case)."""
     if "error" in artifact:
         return artifact
-    key = (repr(built["calls"]), built["dynamic"])
+    key = (repr(built["calls"]), built["dynamic"], built["recompile_limit"])
     if key not in _MEASURED:
-        _MEASURED[key] = models.measure_compiles(built["calls"], built["dynamic"])
-    return {**artifact, "measured": _MEASURED[key], "calls": built["calls"], "dynamic": built["dynamic"]}
+        _MEASURED[key] = models.measure_compiles(built["calls"], built["dynamic"], built["recompile_limit"])
+    return {**artifact, "measured": _MEASURED[key], "calls": built["calls"], "dynamic": built["dynamic"],
+            "recompile_limit": built["recompile_limit"]}
 
 
 def _compare_prediction(expected, got) -> Verdict:
@@ -245,9 +264,11 @@ def _compare_prediction(expected, got) -> Verdict:
     if len(prediction) != len(measured):
         return Verdict(False, "每次调用应有一个预测（True = 这次调用会编译）。", str(len(measured)), str(len(prediction)))
     for index, (m, p) in enumerate(zip(measured, prediction)):
-        if m != p:
-            return Verdict(False, f"第 {index} 次调用（dynamic={got['dynamic']}，参数 {got['calls'][index]}）"
-                                  f"{'实际编译了' if m else '实际命中了缓存'}。", short(measured), short(prediction))
+        if m != p:  # the call and its setting go with the expected value, never shown for a hidden case
+            return Verdict(False, f"第 {index} 次调用"
+                                  f"{'实际编译了' if m else '实际没有编译（命中了缓存，或条目数已到 recompile_limit）'}。",
+                           f"{short(measured)}（dynamic={got['dynamic']}，recompile_limit={got['recompile_limit']}；"
+                           f"第 {index} 次调用 {got['calls'][index]}）", short(prediction))
     return PASS
 
 
@@ -271,10 +292,18 @@ def _guard_public_cases() -> list[Case]:
         _guard_case("sticky-dynamic", [_spec(size=4), _spec(size=8), _spec(size=4, flag=False),
                                        _spec(size=6, flag=False)], None,
                     "size 变成动态之后，因为 flag 再编译的条目里 size 仍是动态的"),
+        _guard_case("changed-since-first", [_spec(size=4), _spec(size=8), _spec(size=8, flag=False),
+                                            _spec(size=6, flag=False)], None,
+                    "第三次编译时 size 和上一次编译相同、和第一次编译不同"),
         _guard_case("size-one", [_spec(size=4), _spec(size=8), _spec(size=1), _spec(size=1), _spec(size=6)], None,
                     "大小为 1 的维度：0/1 特化"),
+        _guard_case("size-one-then-first", [_spec(size=4), _spec(size=1), _spec(size=4, flag=False),
+                                            _spec(size=6, flag=False)], None,
+                    "size 为 1 的那次编译之后，因为 flag 再编译"),
         _guard_case("recompile-limit", _distinct_calls(10) + [_spec(size=1, n=2)], False,
                     "十组不同的值：条目数到了 recompile_limit 之后"),
+        _guard_case("recompile-limit-3", _distinct_calls(5) + [_spec(size=1, n=2)], False,
+                    "recompile_limit 改成 3 时（评分时用 torch._dynamo.config.patch）", recompile_limit=3),
     ]
 
 
@@ -282,6 +311,10 @@ def _guard_designed_cases() -> list[Case]:
     return [
         _guard_case("designed-sticky-n", [_spec(n=2), _spec(n=5), _spec(n=2, flag=False), _spec(n=7, flag=False)],
                     None),
+        _guard_case("designed-n-changed-since-first", [_spec(n=2), _spec(n=5), _spec(n=5, flag=False),
+                                                       _spec(n=7, flag=False)], None),
+        _guard_case("designed-size-one-then-first", [_spec(size=6), _spec(size=1), _spec(size=6, flag=False),
+                                                     _spec(size=3, flag=False), _spec(size=1, flag=False)], None),
         _guard_case("designed-second-size", [_spec(size=6), _spec(size=6, flag=False), _spec(size=6),
                                              _spec(size=3), _spec(size=8, flag=False)], None),
         _guard_case("designed-size-one-first", [_spec(size=1), _spec(size=4), _spec(size=6), _spec(size=1),
@@ -294,6 +327,10 @@ def _guard_designed_cases() -> list[Case]:
                                                for grad in (False, True) for dtype in ("float32", "float64")
                                                for flag in (True, False)] + [_spec(size=8), _spec(n=5, flag=False)],
                     None),
+        _guard_case("designed-limit-4-dynamic", [_spec(n=2), _spec(n=5), _spec(n=7, flag=False),
+                                                 _spec(size=8, dtype="float64"), _spec(size=6, n=2, flag=False),
+                                                 _spec(size=1), _spec(size=3, dtype="float64")], None,
+                    recompile_limit=4),
     ]
 
 
@@ -308,8 +345,9 @@ EXERCISES.append(Exercise(
     produce=predictor_artifact, analyze=_with_measurement, confine_analysis=False, compare=_compare_prediction,
     hint="维护一个缓存条目列表：每个条目记下编译时的 (size, dtype, requires_grad, n, flag) 和其中哪些是动态的；"
          "一次调用命中 = 某个条目的每个静态字段都相等、每个动态的 size 都 ≥ 2。未命中才编译：dynamic=None 时，size 或 n "
-         "只要和第一次编译时的值不同过，之后编译的条目就把它当作动态（size 为 1 的那次除外）；bool、dtype、requires_grad "
-         "永远是静态的；dynamic=False 时一切都是静态的；条目数到了 recompile_limit 就不再编译。",
+         "只要在某次编译时和第一次编译时的值不同（size 变成 1 也算），从这次起编译的条目就把它当作动态"
+         "（只是 size 为 1 的条目里 size 仍是静态的 1）；bool、dtype、requires_grad 永远是静态的；dynamic=False 时"
+         "一切都是静态的；条目数到了 recompile_limit（调用时读 torch._dynamo.config.recompile_limit）就不再编译。",
 ))
 
 

@@ -56,7 +56,7 @@ def affine_relu(x, w, b):
     "normalize": '''
 def normalize(x):
     centered = x - x.mean(dim=0, keepdim=True)
-    scaled = centered / (centered.std() + 1e-05)
+    scaled = centered / (torch.sqrt(centered.var()) + 1e-05)
     return torch.clamp(scaled, max=2.0)
 ''',
     "constants": '''
@@ -204,13 +204,15 @@ def make_call(spec: dict) -> tuple:
     return x.requires_grad_(spec["requires_grad"]), spec["n"], spec["flag"]
 
 
-def measure_compiles(calls: list[dict], dynamic) -> list[bool]:
-    """For each call of ``torch.compile(scale_shift, dynamic=dynamic)`` in order: did Dynamo compile?"""
+def measure_compiles(calls: list[dict], dynamic, recompile_limit: int | None = None) -> list[bool]:
+    """For each call of ``torch.compile(scale_shift, dynamic=dynamic)`` in order: did Dynamo
+    compile? Under ``recompile_limit`` entries when given, else under the configured limit."""
     counter = CompileCounter()
     torch._dynamo.reset()
     compiled = torch.compile(scale_shift, backend=counter, dynamic=dynamic)
     compiles = []
-    with quiet_dynamo():
+    limit = torch._dynamo.config.recompile_limit if recompile_limit is None else recompile_limit
+    with quiet_dynamo(), torch._dynamo.config.patch(recompile_limit=limit):
         try:
             for spec in calls:
                 before = counter.frame_count

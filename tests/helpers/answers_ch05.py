@@ -213,6 +213,40 @@ def bytecode_to_fx_keywords_as_positional(fn):
     return _KeywordsAsPositional(fn).run()
 
 
+class _KeywordNamesKept(_Tracer):
+    def CALL(self, inst):
+        names = self.kw_names
+        super().CALL(inst)
+        self.kw_names = names                             # still applied to the next calls
+
+
+def bytecode_to_fx_keyword_names_kept(fn):
+    return _KeywordNamesKept(fn).run()
+
+
+class _NegationAsZeroMinus(_Tracer):
+    def UNARY_NEGATIVE(self, inst):
+        self.stack.append(self.binary("-", 0, self.stack.pop()))
+
+
+def bytecode_to_fx_negation_as_zero_minus(fn):
+    return _NegationAsZeroMinus(fn).run()
+
+
+class _NullAlwaysBelow(_Tracer):
+    def CALL(self, inst):
+        args = self.pop(inst.arg)
+        lower, upper = self.pop(2)
+        target, args = (upper, args) if lower is _NULL else (lower, [upper] + args)
+        split = len(args) - len(self.kw_names)
+        self.stack.append(self.emit(target, args[:split], dict(zip(self.kw_names, args[split:]))))
+        self.kw_names = ()
+
+
+def bytecode_to_fx_null_always_below(fn):
+    return _NullAlwaysBelow(fn).run()
+
+
 class _GlobalWithoutNull(_Tracer):
     def LOAD_GLOBAL(self, inst):
         self.stack.append(self.fn.__globals__[inst.argval])
@@ -332,13 +366,152 @@ def bytecode_to_fx_by_version_layout(fn):
     return fx.GraphModule(torch.nn.Module(), graph)
 
 
+def bytecode_to_fx_unbound_tensor_methods(fn):
+    """A Tensor method recorded as call_function(torch.Tensor.<name>), a deque as the stack."""
+    from collections import deque
+
+    graph = fx.Graph()
+    code = fn.__code__
+    slots = {name: graph.placeholder(name) for name in code.co_varnames[:code.co_argcount]}
+    stack, null, kw = deque(), object(), ()
+    null_after = sys.version_info >= (3, 13)
+    binops = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "@": operator.matmul}
+
+    def apply(function, args, kwargs):
+        if any(isinstance(v, fx.Node) for v in [*args, *kwargs.values()]):
+            return graph.call_function(function, tuple(args), dict(kwargs))
+        return function(*args, **kwargs)
+
+    for inst in dis.get_instructions(fn):
+        op = inst.opname
+        if op in ("RESUME", "PRECALL"):
+            continue
+        if op == "LOAD_FAST":
+            stack.append(slots[inst.argval])
+        elif op == "LOAD_FAST_LOAD_FAST":
+            stack.extend(slots[name] for name in inst.argval)
+        elif op == "STORE_FAST":
+            slots[inst.argval] = stack.pop()
+        elif op == "LOAD_CONST":
+            stack.append(inst.argval)
+        elif op == "LOAD_GLOBAL":
+            value = fn.__globals__[inst.argval]
+            stack.extend(((value, null) if null_after else (null, value)) if inst.arg & 1 else (value,))
+        elif op == "PUSH_NULL":
+            stack.append(null)
+        elif op in ("LOAD_METHOD", "LOAD_ATTR"):
+            is_method = op == "LOAD_METHOD" or (sys.version_info >= (3, 12) and inst.arg & 1)
+            owner = stack.pop()
+            if not is_method:
+                stack.append(getattr(owner, inst.argval))
+            elif isinstance(owner, fx.Node):
+                stack.extend((getattr(torch.Tensor, inst.argval), owner))    # the unbound method, its self
+            else:
+                value = getattr(owner, inst.argval)
+                stack.extend((value, null) if null_after else (null, value))
+        elif op == "KW_NAMES":
+            kw = code.co_consts[inst.arg]
+        elif op in ("CALL", "CALL_KW"):
+            if op == "CALL_KW":
+                kw = stack.pop()
+            values = [stack.pop() for _ in range(inst.arg)][::-1]
+            upper, lower = stack.pop(), stack.pop()
+            if upper is null:
+                function, args = lower, values
+            elif lower is null:
+                function, args = upper, values
+            else:
+                function, args = lower, [upper] + values
+            split = len(args) - len(kw)
+            stack.append(apply(function, args[:split], dict(zip(kw, args[split:]))))
+            kw = ()
+        elif op == "BINARY_OP":
+            right, left = stack.pop(), stack.pop()
+            stack.append(apply(binops[inst.argrepr], (left, right), {}))
+        elif op == "UNARY_NEGATIVE":
+            stack.append(apply(operator.neg, (stack.pop(),), {}))
+        elif op == "RETURN_VALUE":
+            graph.output(stack.pop())
+            return fx.GraphModule(torch.nn.Module(), graph)
+        else:
+            raise RuntimeError("unsupported: " + op)
+    raise RuntimeError("function did not return")
+
+
+def bytecode_to_fx_with_proxies(fn):
+    """The stack holds fx.Proxy objects: Python's own operator and method dispatch records the nodes."""
+    from torch.fx.proxy import GraphAppendingTracer, Proxy
+
+    graph = fx.Graph()
+    tracer = GraphAppendingTracer(graph)
+    code = fn.__code__
+    env = {name: tracer.create_proxy("placeholder", name, (), {}) for name in code.co_varnames[:code.co_argcount]}
+    null, null_after = object(), sys.version_info >= (3, 13)
+    stack, pending_kw = [], ()
+    binops = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "@": operator.matmul}
+
+    def null_pair(value):
+        stack.extend((value, null) if null_after else (null, value))
+
+    def call(count, names):
+        values = stack[len(stack) - count:]
+        del stack[len(stack) - count:]
+        upper, lower = stack.pop(), stack.pop()
+        callee = upper if lower is null else lower    # a bound method already carries its self
+        split = len(values) - len(names)
+        return callee(*values[:split], **dict(zip(names, values[split:])))
+
+    for inst in dis.Bytecode(fn):
+        op = inst.opname
+        if op in ("RESUME", "PRECALL"):
+            pass
+        elif op == "LOAD_FAST":
+            stack.append(env[inst.argval])
+        elif op == "LOAD_FAST_LOAD_FAST":
+            stack += [env[name] for name in inst.argval]
+        elif op == "STORE_FAST":
+            env[inst.argval] = stack.pop()
+        elif op == "LOAD_CONST":
+            stack.append(inst.argval)
+        elif op == "LOAD_GLOBAL":
+            value = fn.__globals__[inst.argval]
+            null_pair(value) if inst.arg & 1 else stack.append(value)
+        elif op == "PUSH_NULL":
+            stack.append(null)
+        elif op == "LOAD_METHOD" or (op == "LOAD_ATTR" and sys.version_info >= (3, 12) and inst.arg & 1):
+            owner = stack.pop()
+            if isinstance(owner, Proxy):
+                stack += [getattr(owner, inst.argval), owner]      # (bound method, self)
+            else:
+                null_pair(getattr(owner, inst.argval))
+        elif op == "LOAD_ATTR":
+            stack.append(getattr(stack.pop(), inst.argval))
+        elif op == "KW_NAMES":
+            pending_kw = code.co_consts[inst.arg]
+        elif op in ("CALL", "CALL_KW"):
+            if op == "CALL_KW":
+                pending_kw = stack.pop()
+            stack.append(call(inst.arg, pending_kw))
+            pending_kw = ()
+        elif op == "BINARY_OP":
+            right, left = stack.pop(), stack.pop()
+            stack.append(binops[inst.argrepr](left, right))
+        elif op == "UNARY_NEGATIVE":
+            stack.append(-stack.pop())
+        elif op == "RETURN_VALUE":
+            result = stack.pop()
+            graph.output(result.node if isinstance(result, Proxy) else result)
+            return fx.GraphModule(torch.nn.Module(), graph)
+        else:
+            raise RuntimeError(f"graph break: {op}")
+    raise RuntimeError("no RETURN_VALUE")
+
+
 # --- 05.guard_predictor ---------------------------------------------------------------
 
 class _GuardCache:
     """A right model of scale_shift's cache entries; each wrong predictor below overrides
     the rule it gets wrong."""
-
-    limit = torch._dynamo.config.recompile_limit
 
     def __init__(self, dynamic):
         self.dynamic, self.entries, self.first, self.changed = dynamic, [], None, set()
@@ -354,7 +527,7 @@ class _GuardCache:
         return True
 
     def full(self):
-        return len(self.entries) >= self.limit
+        return len(self.entries) >= torch._dynamo.config.recompile_limit
 
     def accepts(self, entry, dynamic_fields, call):
         return all(self.field_accepts(key, entry[key], call[key], key in dynamic_fields) for key in call)
@@ -442,6 +615,48 @@ def predict_recompiles_without_limit(calls, dynamic):
     return _NoRecompileLimit(dynamic).predict(calls)
 
 
+class _LimitCountsRecompiles(_GuardCache):
+    def full(self):
+        return len(self.entries) > torch._dynamo.config.recompile_limit
+
+
+def predict_recompiles_limit_counts_recompiles(calls, dynamic):
+    return _LimitCountsRecompiles(dynamic).predict(calls)
+
+
+class _LimitIsEight(_GuardCache):
+    def full(self):
+        return len(self.entries) >= 8
+
+
+def predict_recompiles_limit_always_eight(calls, dynamic):
+    return _LimitIsEight(dynamic).predict(calls)
+
+
+class _ChangedSincePreviousCompile(_GuardCache):
+    def dynamic_fields(self, call):
+        previous = self.entries[-1][0] if self.entries else call
+        if self.dynamic is not None:
+            return set()
+        return {key for key in ("size", "n") if call[key] != previous[key] and not (key == "size" and call["size"] < 2)}
+
+
+def predict_recompiles_changed_since_previous_compile(calls, dynamic):
+    return _ChangedSincePreviousCompile(dynamic).predict(calls)
+
+
+class _SizeOneIsNoChange(_GuardCache):
+    def dynamic_fields(self, call):
+        if self.dynamic is None:
+            self.changed |= {key for key in ("size", "n")
+                             if call[key] != self.first[key] and not (key == "size" and call["size"] < 2)}
+        return {key for key in self.changed if not (key == "size" and call["size"] < 2)}
+
+
+def predict_recompiles_size_one_is_no_change(calls, dynamic):
+    return _SizeOneIsNoChange(dynamic).predict(calls)
+
+
 class _StaticMeansAutomatic(_GuardCache):
     def __init__(self, dynamic):
         super().__init__(None)
@@ -519,6 +734,28 @@ def predict_recompiles_distinct_values(calls, dynamic):
     return compiled
 
 
+def predict_recompiles_value_sets(calls, dynamic):
+    """Entries as (static key, accepted sizes, accepted n) with sets of accepted values."""
+    all_sizes = range(2, 1 << 20)                  # what a dynamic size accepts (0/1 are specialised)
+    keys = ("flag", "dtype", "requires_grad")
+    entries, became_dynamic, origin = [], set(), None
+    result = [False] * len(calls)
+    for index, call in enumerate(calls):
+        key = tuple(call[k] for k in keys)
+        matched = any(entry_key == key and call["size"] in sizes and (ns is None or call["n"] in ns)
+                      for entry_key, sizes, ns in entries)
+        if matched or len(entries) == torch._dynamo.config.recompile_limit:
+            continue
+        result[index] = True
+        origin = origin or (call["size"], call["n"])
+        if dynamic is None:
+            became_dynamic |= {f for f, first in zip(("size", "n"), origin) if call[f] != first}
+        sizes = all_sizes if "size" in became_dynamic and call["size"] > 1 else frozenset([call["size"]])
+        ns = None if "n" in became_dynamic else frozenset([call["n"]])
+        entries.append((key, sizes, ns))
+    return result
+
+
 # --- 05.bytecode_inspector, 05.compile_once, 05.cache_lookup ------------------------------
 
 def inspect_bytecode_first_frame_only(fn, args):
@@ -580,6 +817,10 @@ WRONG_ANSWERS = [
      "the torch function recorded for an operator also folds constants (torch.div(3.14, 4) needs a tensor)"),
     ("05.bytecode_tracer", bytecode_to_fx_keywords_as_positional,
      "keyword arguments can be passed positionally (their names, KW_NAMES or CALL_KW's tuple, are dropped)"),
+    ("05.bytecode_tracer", bytecode_to_fx_keyword_names_kept,
+     "keyword names (KW_NAMES, CALL_KW's tuple) stay set after the call, so a later positional call gets them too"),
+    ("05.bytecode_tracer", bytecode_to_fx_negation_as_zero_minus,
+     "-a is the subtraction 0 - a (UNARY_NEGATIVE is its own operator, neg)"),
     ("05.bytecode_tracer", bytecode_to_fx_global_without_null,
      "LOAD_GLOBAL pushes only the global (its low bit also pushes NULL for a call)"),
     ("05.bytecode_tracer", bytecode_to_fx_every_attribute_a_method,
@@ -593,10 +834,13 @@ WRONG_ANSWERS = [
     *([("05.bytecode_tracer", bytecode_to_fx_method_flag_as_prefix,
         "Python 3.12's display on 3.13: a method load's argrepr starts with 'NULL|self'")]
       if sys.version_info >= (3, 13) else []),
+    *([("05.bytecode_tracer", bytecode_to_fx_null_always_below,
+        "NULL always sits below the callable, as on 3.11/3.12 (3.13's PUSH_NULL puts it above)")]
+      if sys.version_info >= (3, 13) else []),
     ("05.bytecode_inspector", inspect_bytecode_first_frame_only,
-     "Keeps only the first transformed frame: misses the resume functions' frames."),
+     "only the first transformed frame counts (the resume functions' frames are transformed too)"),
     ("05.bytecode_inspector", inspect_bytecode_from_explain,
-     "Counts graphs and breaks with ``explain`` instead of reading the new bytecode."),
+     "explain's graph and break counts are what the new bytecode calls (one frame, untaken branches)"),
     ("05.guard_predictor", predict_recompiles_tensors_only,
      "Dynamo guards only tensors: the Python int n and bool flag never recompile"),
     ("05.guard_predictor", predict_recompiles_shape_only,
@@ -613,18 +857,26 @@ WRONG_ANSWERS = [
      "there is no recompile limit: every guard failure compiles a new entry"),
     ("05.guard_predictor", predict_recompiles_false_is_automatic,
      "dynamic=False only forbids dynamic=True's symbols; automatic dynamic still applies"),
+    ("05.guard_predictor", predict_recompiles_changed_since_previous_compile,
+     "automatic dynamic compares with the previous compile's value, not the first compile's (and is not sticky)"),
+    ("05.guard_predictor", predict_recompiles_size_one_is_no_change,
+     "a compile at size 1 (static 1, 0/1 specialisation) does not count as size having changed"),
+    ("05.guard_predictor", predict_recompiles_limit_counts_recompiles,
+     "recompile_limit counts recompiles after the first compile, so limit + 1 entries are allowed"),
+    ("05.guard_predictor", predict_recompiles_limit_always_eight,
+     "the recompile limit is the default 8 (not read from torch._dynamo.config when called)"),
     ("05.guard_predictor", predict_recompiles_newest_entry_only,
      "a recompile replaces the cached graph: only the newest entry is checked"),
     ("05.guard_predictor", predict_recompiles_requires_grad_unguarded,
      "the tensor guard checks shape and dtype, not requires_grad"),
     ("05.compile_once", compile_once_dynamic_true,
-     "``dynamic=True``: every dimension symbolic, so a batch of 8 is duck-sized with the features."),
+     "dynamic=True compiles once for every batch size (a first batch of 8 is duck-sized with the features)"),
     ("05.compile_once", compile_once_default,
-     "The default ``dynamic=None``: a static graph first, then a dynamic one."),
+     "the default dynamic=None compiles once for every batch size (it compiles static first, then dynamic)"),
     ("05.cache_lookup", cached_entry_oldest_first,
-     "Checks the oldest entry first (compile order), not the order the C lookup uses."),
+     "the C lookup checks entries in compile order (oldest first; it checks the most recently used first)"),
     ("05.cache_lookup", cached_entry_first_always,
-     "Returns the first entry without checking its guards."),
+     "the first entry of the list is the one that runs, whatever its guards say"),
 ]
 
 RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
@@ -632,8 +884,14 @@ RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
      "a class with one method per opcode, torch functions for the operators, NULL found in argrepr"),
     ("05.bytecode_tracer", bytecode_to_fx_by_version_layout,
      "None as NULL, a match statement, each version's documented CALL layout"),
+    ("05.bytecode_tracer", bytecode_to_fx_unbound_tensor_methods,
+     "Tensor methods recorded as call_function(torch.Tensor.<name>), a deque as the stack"),
+    ("05.bytecode_tracer", bytecode_to_fx_with_proxies,
+     "fx.Proxy values on the stack: Python's operator and method dispatch records the nodes"),
     ("05.guard_predictor", predict_recompiles_frame_state,
      "Dynamo's frame state (first value or auto-dynamic) and entries as lists of guard functions"),
     ("05.guard_predictor", predict_recompiles_distinct_values,
      "entries as tuples with None for dynamic fields; dynamic once two distinct values were compiled"),
+    ("05.guard_predictor", predict_recompiles_value_sets,
+     "entries hold sets of accepted sizes and n values; the limit compared with =="),
 ]
