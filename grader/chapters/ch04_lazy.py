@@ -39,9 +39,19 @@ def _random_program_cases(rng: random.Random, draw_outputs, **kinds) -> list[Cas
 
 # The arithmetic of run_program; copies, views and meta conversions are not counted.
 COMPUTE_OPS = {"add", "mul", "mm", "relu", "sigmoid", "tanh", "neg", "abs", "sum", "stack", "max"}
-# Programs whose ops read keyword constants and lists of tensors, and return pairs.
-RECORDER_KINDS = dict(kinds=("unary", "scale", "matmul", "add", "sum", "axpy", "stack", "max"),
-                      weights=(5, 4, 1, 2, 1, 2, 2, 1))
+# Programs whose ops read keyword constants and lists of tensors, return pairs, and free
+# temporaries (a fan's products).
+RECORDER_KINDS = dict(kinds=("unary", "scale", "matmul", "add", "sum", "axpy", "stack", "max", "fan"),
+                      weights=(5, 4, 1, 2, 1, 2, 2, 1, 1))
+# A fan's coefficients (they sum to 1, so chained fans keep values small).
+FAN = (0.5, -1.5, 2.0, 0.25, 1.5, -0.5, -2.0, 0.75)
+
+
+def _fans(first: int, count: int) -> list:
+    """``count`` fan steps in a row, the first reading ``values[first]``: each frees its eight
+    products as soon as it is done, so a later tensor is likely to take a freed one's ``id``
+    (a recorder that keeps only ids, not the meta tensors, confuses the two)."""
+    return [("fan", FAN, first + k) for k in range(count)]
 
 
 class _ComputeLog(TorchDispatchMode):
@@ -60,22 +70,34 @@ class _ComputeLog(TorchDispatchMode):
         return out
 
 
+# Calls of lazy_run per program: each must be right. Where a freed temporary's id goes next
+# depends on the allocator's state, so a recorder that keeps only ids fails on almost every
+# call of a fan program, not on all (3 of 2,600 single calls in fresh processes passed); three
+# calls in a row make a miss improbable.
+RECORDER_CALLS = 3
+
+
 def _lazy_run_artifact(function, built) -> dict:
-    with _ComputeLog() as log:
-        result = function(built["fn"], built["inputs"])
-    if not isinstance(result, torch.Tensor) or result.device.type != "cpu":
-        return {"error": f"lazy_run 应返回真实的 CPU 张量（fn 的输出），实际返回了 {short(result)}。"}
-    return {"outputs": result.detach().clone(), "executed": sorted(log.ops)}
+    outputs, executed = [], []
+    for _ in range(RECORDER_CALLS):
+        with _ComputeLog() as log:
+            result = function(built["fn"], built["inputs"])
+        if not isinstance(result, torch.Tensor) or result.device.type != "cpu":
+            return {"error": f"lazy_run 应返回真实的 CPU 张量（fn 的输出），实际返回了 {short(result)}。"}
+        outputs.append(result.detach().clone())
+        executed.append(sorted(log.ops))
+    return {"outputs": outputs, "executed": executed}
 
 
 def _compare_lazy_run(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
-    verdict = compare_outputs(expected["outputs"], got["outputs"], label="lazy_run 返回的张量")
+    verdict = compare_outputs(expected["outputs"], got["outputs"], label=f"lazy_run 连续 {RECORDER_CALLS} 次返回的张量")
     if not verdict.ok:
         return verdict
     return compare_equal(expected["executed"], got["executed"],
-                         "真正执行的算子与参考不一致：输出用不到的节点（死节点）不应执行，输出需要的节点一个都不能少。")
+                         f"连续 {RECORDER_CALLS} 次调用中真正执行的算子与参考不一致：输出用不到的节点（死节点）不应执行，"
+                         "输出需要的节点一个都不能少。")
 
 
 def _recorder_designed_cases() -> list[Case]:
@@ -89,6 +111,8 @@ def _recorder_designed_cases() -> list[Case]:
         _program_case("max_then_add", [("unary", "neg", 0), ("max", 1), ("add", 0, 2), ("unary", "relu", 3)], 13),
         _program_case("result_before_last", [("matmul", 0), ("scale", 0.5, 1), ("unary", "tanh", 2),
                                              ("unary", "sigmoid", 2), ("add", 3, 4)], 14, outputs=3),
+        _program_case("live_fans_then_dead_fans", [("unary", "relu", 0), *_fans(1, 3), ("unary", "sigmoid", 1),
+                                                   *_fans(5, 3), ("add", 4, 5)], 15),
     ]
 
 
@@ -113,6 +137,8 @@ EXERCISES.append(Exercise(
                       "torch.max(x, dim=0) 一次返回 (values, indices) 两个张量"),
         _program_case("output_not_last", [("unary", "sigmoid", 0), ("scale", 2.0, 1), ("unary", "relu", 1)], 5,
                       "fn 返回 values[2]（scale 的结果），最后记录的 relu 是死节点", outputs=2),
+        _program_case("freed_temporaries", [("matmul", 0), *_fans(1, 2), ("unary", "tanh", 3), *_fans(4, 2)], 6,
+                      "每个 fan 步骤先算出 8 个临时乘积 values[i] * c，torch.stack 之后求和：这些临时张量用完就被释放"),
     ],
     designed_cases=_recorder_designed_cases, random_cases=_recorder_random_cases,
     produce=_lazy_run_artifact, compare=_compare_lazy_run,
@@ -167,6 +193,8 @@ def _fusion_designed_cases() -> list[Case]:
                                              ("scale", -1.5, 3)], 24),
         _program_case("kept_intermediate", [("matmul", 0), ("unary", "tanh", 1), ("scale", 0.5, 2),
                                             ("unary", "relu", 3)], 25, outputs=(2, -1)),
+        _program_case("two_wrapped_matmuls", [("unary", "neg", 0), ("matmul", 1), ("scale", 0.5, 2), ("matmul", 0),
+                                              ("unary", "tanh", 4), ("add", 3, 5)], 26),
     ]
 
 
@@ -191,6 +219,8 @@ EXERCISES.append(Exercise(
                                              ("scale", 0.5, 3)], 4, "sum 是 reduction，不能进融合组"),
         _program_case("kept_value", [("unary", "neg", 0), ("scale", 2.0, 1), ("unary", "sigmoid", 2)], 5,
                       "fn 返回 (values[2], values[3])：scale 的结果执行完还要用，是图的输出", outputs=(2, 3)),
+        _program_case("matmul_under_relu", [("matmul", 0), ("unary", "relu", 1), ("matmul", 0), ("add", 2, 3)], 6,
+                      "relu(x @ w) + x @ w：relu 的组里已经有一个 matmul，add 的另一个操作数也是 matmul"),
     ],
     designed_cases=_fusion_designed_cases, random_cases=_fusion_random_cases,
     produce=_fusion_artifact, compare=_compare_fusion,
@@ -427,10 +457,18 @@ EXERCISES.append(Exercise(
 REPLAYS = 4
 
 
-def _replay_case(name: str, steps: list, seed: int, description: str = "") -> Case:
+def _replay_case(name: str, steps: list, seed: int, description: str = "", other_pending: bool = False) -> Case:
+    """``other_pending``: a lazy tensor unrelated to ``gm`` is still pending while the backend
+    runs; only ``gm``'s outputs may be compiled and executed (``mark_step`` would run it too)."""
     return Case(name, seeded_build(seed, lambda: {
-        "steps": steps, "example": (torch.randn(4, 4), torch.randn(4, 4)),
+        "steps": steps, "example": (torch.randn(4, 4), torch.randn(4, 4)), "other_pending": other_pending,
         "calls": [(torch.randn(4, 4), torch.randn(4, 4)) for _ in range(REPLAYS)]}), description)
+
+
+def _is_pending(tensor: torch.Tensor) -> bool:
+    """Whether a lazy tensor's value is still a recorded computation (not device data)."""
+    import torch._lazy.debug
+    return "aten::" in torch._lazy.debug.dump_ir([tensor], "text")
 
 
 def _lazy_counters() -> dict:
@@ -439,7 +477,11 @@ def _lazy_counters() -> dict:
 
 def _replay_artifact(function, built) -> dict:
     models.init_ltc()
+    other = torch.ones(3).to("lazy") * 2 if built["other_pending"] else None
     compiled = function(fx.symbolic_trace(models.Program(built["steps"])), list(built["example"]))
+    if other is not None and not _is_pending(other):
+        return {"error": "后端执行了与 gm 无关的待定 lazy 张量：它只应编译、执行 gm 的输出"
+                         "（torch._lazy.mark_step() 会把所有活着的待定张量一起编译执行，编译出的图也不是按 gm 输出的哈希缓存的）。"}
     torch._lazy.metrics.reset()
     outputs = []
     for args in built["calls"]:
@@ -473,11 +515,15 @@ EXERCISES.append(Exercise(
                      "两次 matmul 和逐点运算"),
         _replay_case("with_dead_code", [("matmul", 0), ("unary", "sigmoid", 1), ("scale", 2.0, 2),
                                         ("unary", "relu", 1), ("add", 1, 4), ("sum", 5)], 1, "图里有死节点"),
+        _replay_case("other_lazy_pending", [("unary", "relu", 0), ("matmul", 1), ("scale", 2.0, 2)], 2,
+                     "调用后端时，另一个与 gm 无关的 lazy 张量 torch.ones(3).to(\"lazy\") * 2 还在待定", other_pending=True),
     ],
     designed_cases=lambda: [
         _replay_case("weight_first", [("unary", "abs", 0), ("matmul", 1), ("scale", -1.5, 2), ("add", 1, 3)], 30),
         _replay_case("two_constants", [("scale", 2.0, 0), ("matmul", 1), ("unary", "sigmoid", 2), ("scale", 0.5, 3),
                                        ("sum", 4)], 31),
+        _replay_case("other_pending_with_constants", [("matmul", 0), ("scale", -1.5, 1), ("unary", "tanh", 2),
+                                                      ("add", 1, 3)], 32, other_pending=True),
     ],
     random_cases=lambda rng: [_replay_case(f"hidden-{i}", models.random_program(rng, rng.randint(6, 10)),
                                            rng.randrange(10**6)) for i in range(3)],

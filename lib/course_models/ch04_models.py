@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 UNARY = ("relu", "sigmoid", "tanh", "neg", "abs")
 SCALES = (0.5, 2.0, -1.5)
+FAN_WIDTH = 8  # products per random ``fan`` step
 
 
 def run_program(steps, x: torch.Tensor, w: torch.Tensor, outputs=-1):
@@ -33,6 +34,8 @@ def run_program(steps, x: torch.Tensor, w: torch.Tensor, outputs=-1):
     keyword string), ``("matmul", i)`` (``values[i] @ w``), ``("add", i, j)``, ``("axpy", c, i, j)``
     (``torch.add(values[i], values[j], alpha=c)``: a keyword constant), ``("stack", i, j)``
     (the two values broadcast, stacked and summed: ``stack`` reads a list of tensors),
+    ``("fan", coeffs, i)`` (``torch.stack([values[i] * c for c in coeffs]).sum(dim=0)``: the
+    products are temporaries, freed as soon as the step is done),
     ``("sum", i)`` (over rows, kept as 1×n), ``("reduce", d, i)`` (over dim ``d``, dropped),
     ``("max", i)`` (column maxima, 1×n, from ``torch.max``'s (values, indices) pair).
     Barrier steps (chapter 04's barrier finder) compute the same kind of value but make
@@ -67,6 +70,8 @@ def _run_step(step, values, w):
         return torch.add(values[step[2]], v, alpha=step[1])
     if kind == "stack":
         return torch.stack(torch.broadcast_tensors(values[step[1]], v)).sum(dim=0)
+    if kind == "fan":
+        return torch.stack([v * c for c in step[1]]).sum(dim=0)
     if kind == "sum":
         return v.sum(dim=0, keepdim=True)
     if kind == "reduce":
@@ -114,6 +119,8 @@ def random_program(rng: random.Random, length: int, kinds=("unary", "scale", "ma
             steps.append((kind, rng.randrange(max(0, n - 4), n), a))
         elif kind == "axpy":
             steps.append(("axpy", rng.choice(SCALES), rng.randrange(max(0, n - 4), n), a))
+        elif kind == "fan":
+            steps.append(("fan", tuple(rng.choice(SCALES) for _ in range(FAN_WIDTH)), a))
         else:
             steps.append((kind, a))
     return steps

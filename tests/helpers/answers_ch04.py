@@ -165,11 +165,93 @@ def lazy_run_backward_sweep(fn, inputs):
     return _replay(nodes, reversed(live), metas, inputs)[id(result)]
 
 
+class _TensorId:
+    """A tensor's ``id()`` standing in for the tensor in a record (a pytree leaf)."""
+
+    def __init__(self, tensor):
+        self.id = id(tensor)
+
+
+def lazy_run_keeping_only_ids(fn, inputs):
+    """Keeps only the ``id()``s of the meta tensors, not the tensors: a freed temporary's id is
+    taken by a later tensor, and the walk back follows the wrong producer."""
+    nodes = []
+
+    class IdRecorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            ids = tree_map(lambda v: _TensorId(v) if isinstance(v, torch.Tensor) else v, (args, kwargs))
+            nodes.append((func, ids, [id(t) for t in _tensors(out)]))
+            return out
+
+    metas = [x.to("meta") for x in inputs]
+    with IdRecorder():
+        result_id = id(fn(*metas))
+    producer = {o: i for i, (_, _, outs) in enumerate(nodes) for o in outs}
+    reads = lambda i: [r.id for r in tree_flatten(nodes[i][1])[0] if isinstance(r, _TensorId)]
+    live, stack = set(), [producer[result_id]]
+    while stack:
+        i = stack.pop()
+        if i not in live:
+            live.add(i)
+            stack += [producer[r] for r in reads(i) if r in producer]
+    values = {id(m): x for m, x in zip(metas, inputs)}
+    for i in sorted(live):
+        func, ids, outs = nodes[i]
+        args, kwargs = tree_map(lambda v: values[v.id] if isinstance(v, _TensorId) else v, ids)
+        values.update(zip(outs, _tensors(func(*args, **kwargs))))
+    return values[result_id]
+
+
+def lazy_run_value_numbers(fn, inputs):
+    """Numbers every tensor it sees (keeping the meta tensors alive in that list), records
+    nodes over value numbers, and walks back breadth-first."""
+    seen, number, ops = [], {}, []
+
+    def number_of(t):
+        if id(t) not in number:
+            number[id(t)] = len(seen)
+            seen.append(t)
+        return number[id(t)]
+
+    class Numbering(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            reads = [number_of(t) for t in _tensors((args, kwargs))]
+            ops.append((func, args, kwargs, reads, [number_of(t) for t in _tensors(out)]))
+            return out
+
+    metas = [x.to("meta") for x in inputs]
+    env = {number_of(m): x for m, x in zip(metas, inputs)}
+    with Numbering():
+        result = fn(*metas)
+    made_by = {v: k for k, op in enumerate(ops) for v in op[4]}
+    needed, queue = set(), [number[id(result)]]
+    while queue:
+        k = made_by.get(queue.pop(0))
+        if k is not None and k not in needed:
+            needed.add(k)
+            queue += ops[k][3]
+    for k in sorted(needed):
+        func, args, kwargs, _, outs = ops[k]
+        real = tree_map(lambda v: env[number[id(v)]] if isinstance(v, torch.Tensor) else v, (args, kwargs))
+        env.update(zip(outs, _tensors(func(*real[0], **real[1]))))
+    return env[number[id(result)]]
+
+
 # --- 04.fusion_policy ----------------------------------------------------------------------
 
-def _fuse_greedily(nodes, may_join, matmul_opens_group=True, max_matmuls=1):
+def _group_matmuls(nodes, producer, group):
+    """The rule: how many matmuls ``producer``'s whole group holds."""
+    return sum(nodes[i].kind == "matmul" for i in group)
+
+
+def _fuse_greedily(nodes, may_join, matmul_opens_group=True, max_matmuls=1, matmuls_of=_group_matmuls):
     """The exercise's greedy scan, with the rules that a wrong answer misreads as parameters:
-    ``may_join(producer, node, group_of)`` says whether ``producer``'s group may join ``node``'s."""
+    ``may_join(producer, node, group_of)`` says whether ``producer``'s group may join ``node``'s,
+    ``matmuls_of(nodes, producer, group)`` how many matmuls joining that group adds."""
     group_of = {}
     for node in nodes:
         if node.kind == "matmul" and matmul_opens_group:
@@ -181,7 +263,7 @@ def _fuse_greedily(nodes, may_join, matmul_opens_group=True, max_matmuls=1):
             if not may_join(nodes[p], node, group_of):
                 continue
             other = group_of.get(p, [p])
-            other_matmuls = sum(nodes[i].kind == "matmul" for i in other)
+            other_matmuls = matmuls_of(nodes, nodes[p], other)
             if max_matmuls is not None and matmuls + other_matmuls > max_matmuls:
                 continue
             matmuls += other_matmuls
@@ -231,6 +313,17 @@ def fuse_reductions_too(nodes):
 def fuse_any_number_of_matmuls(nodes):
     """Forgets the one-matmul limit when a node joins two producers' groups."""
     return _fuse_greedily(nodes, _only_user, max_matmuls=None)
+
+
+def fuse_counting_matmul_by_producer_kind(nodes):
+    """Counts a matmul only when the producer itself is one, not when the producer's group holds one."""
+    return _fuse_greedily(nodes, _only_user, matmuls_of=lambda nodes, producer, group: producer.kind == "matmul")
+
+
+def fuse_single_read_as_single_user(nodes):
+    """Reads "only one user" as "this node reads it once" (counts it in ``node.inputs``, not ``users``)."""
+    return _fuse_greedily(nodes, lambda p, node, group_of: (p.index in group_of and node.inputs.count(p.index) == 1
+                                                             and not p.is_output))
 
 
 def fuse_pointwise_only(nodes):
@@ -313,6 +406,37 @@ def fusion_by_tree_roots(nodes):
     return [sorted(members) for root, members in tree.items() if root not in absorbed and len(members) > 1]
 
 
+def fusion_union_find(nodes):
+    """A union-find forest over node indices; each root knows whether its set holds a matmul.
+    Returns tuples, singleton sets included."""
+    parent, has_matmul = {}, {}
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for node in nodes:
+        if node.kind not in ("pointwise", "matmul"):
+            continue
+        parent[node.index], has_matmul[node.index] = node.index, node.kind == "matmul"
+        if node.kind == "matmul":
+            continue
+        for p in node.inputs:
+            if p not in parent or nodes[p].is_output or tuple(nodes[p].users) != (node.index,):
+                continue
+            a, b = find(p), find(node.index)
+            if a == b or (has_matmul[a] and has_matmul[b]):
+                continue
+            parent[a] = b
+            has_matmul[b] = has_matmul[a] or has_matmul[b]
+    sets = {}
+    for i in parent:
+        sets.setdefault(find(i), []).append(i)
+    return [tuple(members) for members in sets.values()]
+
+
 # --- 04.cache_key ----------------------------------------------------------------------------
 
 def _floats_as_markers(value):
@@ -382,6 +506,34 @@ def cache_key_without_keyword_constants(nodes):
 def cache_key_wiring_by_users(nodes):
     """The users tuples describe the wiring as well as the inputs do (the order of operands is lost)."""
     return tuple((n.op, n.users, _floats_as_markers(n.constants), n.shape, n.dtype, n.is_output) for n in nodes)
+
+
+def cache_key_operands_as_set(nodes):
+    """Which nodes each node reads, as a set: operand order taken for no part of the structure."""
+    return tuple((n.op, frozenset(n.inputs), _floats_as_markers(n.constants), n.shape, n.dtype, n.is_output)
+                 for n in nodes)
+
+
+def cache_key_without_constants(nodes):
+    """LTC makes every scalar a program input, so no constant (int, string or float) belongs in the key."""
+    return tuple((n.op, n.inputs, n.shape, n.dtype, n.is_output) for n in nodes)
+
+
+def cache_key_skeleton_and_edges(nodes):
+    """In parts: a skeleton of ops, shapes and dtypes, an edge list with operand slots, the set of
+    outputs, and the constants with each float replaced by the type ``float``."""
+    def scrub(value):
+        if type(value) is float:
+            return float
+        if isinstance(value, (tuple, list)):
+            return tuple(scrub(v) for v in value)
+        return value
+
+    skeleton = tuple((n.op, n.shape, n.dtype) for n in nodes)
+    edges = tuple((source, n.index, slot) for n in nodes for slot, source in enumerate(n.inputs))
+    arity = tuple(len(n.inputs) for n in nodes)
+    outputs = frozenset(n.index for n in nodes if n.is_output)
+    return skeleton, edges, arity, outputs, tuple(scrub(n.constants) for n in nodes)
 
 
 def cache_key_as_replaced_records(nodes):
@@ -514,8 +666,9 @@ def replay_arguments_as_inputs(gm, example_inputs):
     return lambda *args: torch._lazy.computation.run_cached_graph(graph_hash, list(args))
 
 
-def replay_after_mark_step(gm, example_inputs):
-    """Compiles with ``torch._lazy.mark_step()`` instead of ``sync_multi``: the same graph, the same hash."""
+def replay_compiled_by_mark_step(gm, example_inputs):
+    """Compiles with ``torch._lazy.mark_step()`` instead of ``sync_multi``: it runs every pending
+    lazy tensor, unrelated ones too, in one graph whose hash is not ``gm``'s."""
     lazy_args = [x.to("lazy") for x in example_inputs]
     position = {torch._lazy.get_tensor_id(t): i for i, t in enumerate(lazy_args)}
     outputs = tuple(gm(*lazy_args))
@@ -524,6 +677,46 @@ def replay_after_mark_step(gm, example_inputs):
     torch._lazy.mark_step()
     return lambda *args: torch._lazy.computation.run_cached_graph(
         graph_hash, _graph_inputs(args, position, ids, values))
+
+
+def replay_ids_of_another_copy(gm, example_inputs):
+    """Takes the argument ids from one ``.to("lazy")`` copy and traces ``gm`` on another: an id
+    taken to name the data, not the lazy tensor."""
+    position = {torch._lazy.get_tensor_id(x.to("lazy")): i for i, x in enumerate(example_inputs)}
+    outputs = tuple(gm(*[x.to("lazy") for x in example_inputs]))
+    graph_hash = torch._lazy.computation.get_graph_hash(outputs)
+    ids, values = torch._lazy.computation.get_tensors_ts_device_data_node(outputs)
+    torch._lazy.sync_multi(outputs, [])
+    return lambda *args: torch._lazy.computation.run_cached_graph(
+        graph_hash, _graph_inputs(args, position, ids, values))
+
+
+def replay_arguments_then_constants(gm, example_inputs):
+    """The graph's inputs are the arguments first, in order, then the remaining constants."""
+    graph_hash, _, _, values = _trace_and_compile(gm, example_inputs)
+    return lambda *args: torch._lazy.computation.run_cached_graph(graph_hash, list(args) + list(values[len(args):]))
+
+
+class _ReplayCall:
+    """A compiled graph as a callable object; argument ids kept in a list, matched with ``index``."""
+
+    def __init__(self, gm, example_inputs):
+        lazy_args = [torch.as_tensor(x).to(device=torch.device("lazy")) for x in example_inputs]
+        self.arg_ids = [torch._lazy.get_tensor_id(t) for t in lazy_args]
+        outputs = list(gm(*lazy_args))
+        self.input_ids, self.input_values = torch._lazy.computation.get_tensors_ts_device_data_node(outputs)
+        self.hash = torch._lazy.computation.get_graph_hash(outputs)
+        torch._lazy.sync_multi(outputs, [])
+
+    def __call__(self, *args):
+        inputs = [args[self.arg_ids.index(i)] if i in self.arg_ids else value
+                  for i, value in zip(self.input_ids, self.input_values)]
+        return torch._lazy.computation.run_cached_graph(self.hash, inputs)
+
+
+def replay_backend_as_object(gm, example_inputs):
+    """A callable object instead of a closure."""
+    return _ReplayCall(gm, example_inputs)
 
 
 def replay_with_extract_compiled_graph(gm, example_inputs):
@@ -547,6 +740,8 @@ WRONG_ANSWERS = [
      "fn's output is always the last op recorded"),
     ("04.lazy_recorder", lazy_run_single_output_ops,
      "Every ATen op returns one tensor, so a node is known by id(out) (torch.max's pair is not)"),
+    ("04.lazy_recorder", lazy_run_keeping_only_ids,
+     "id() is a stable name for a tensor, so the records need only ids, not the meta tensors (freed ids are reused)"),
     ("04.fusion_policy", no_fusion,
      "Returning no groups leaves fusion to the built-in scheduler"),
     ("04.fusion_policy", fuse_chains_ignoring_users,
@@ -557,6 +752,10 @@ WRONG_ANSWERS = [
      "Any single-user producer but an input may join a group, a reduction (sum) included"),
     ("04.fusion_policy", fuse_any_number_of_matmuls,
      "The one-matmul limit is checked per producer, not for the merged group"),
+    ("04.fusion_policy", fuse_counting_matmul_by_producer_kind,
+     "A producer brings a matmul only if it is a matmul itself (relu(x @ w)'s group holds one too)"),
+    ("04.fusion_policy", fuse_single_read_as_single_user,
+     "'Only one user' means the node reads the producer once (node.inputs.count), not producer.users"),
     ("04.fusion_policy", fuse_pointwise_only,
      "A matmul is not pointwise, so it never starts a group (no matmul epilogue)"),
     ("04.fusion_policy", fuse_chain_runs,
@@ -583,6 +782,10 @@ WRONG_ANSWERS = [
      "Keyword constants are call options (alpha=, rounding_mode=), so dropping them all is as good as abstracting"),
     ("04.cache_key", cache_key_wiring_by_users,
      "Each node's users describe the wiring as well as its inputs do (operand order is lost)"),
+    ("04.cache_key", cache_key_operands_as_set,
+     "Which nodes a node reads is the wiring; the order of its operands is not"),
+    ("04.cache_key", cache_key_without_constants,
+     "LTC makes every scalar a program input, so no constant (ints and strings too) belongs in the key"),
     ("04.barrier_finder", barrier_reason_seed,
      "Seed 000's list: only .cpu()/print and reading a value (if z.sum() > 0) are barriers"),
     ("04.barrier_finder", barrier_reason_views_fall_back,
@@ -605,6 +808,12 @@ WRONG_ANSWERS = [
      "The cached graph runs on the lazy device, so its inputs must be moved there first"),
     ("04.replay_backend", replay_arguments_as_inputs,
      "The graph's inputs are the function's arguments in order (scalar constants forgotten)"),
+    ("04.replay_backend", replay_arguments_then_constants,
+     "The graph's inputs are the arguments first, in order, then the constants"),
+    ("04.replay_backend", replay_ids_of_another_copy,
+     "A lazy tensor id names the data, so the ids of one .to('lazy') copy match another copy's"),
+    ("04.replay_backend", replay_compiled_by_mark_step,
+     "mark_step() compiles the same graph as sync_multi(outputs, []) (it also runs every other pending tensor)"),
 ]
 
 RIGHT_ANSWERS = [
@@ -612,16 +821,22 @@ RIGHT_ANSWERS = [
      "demand-driven recursive evaluation from the output, memoised; pytree for nested arguments"),
     ("04.lazy_recorder", lazy_run_backward_sweep,
      "one backward sweep with a set of needed tensor ids, then one forward pass"),
+    ("04.lazy_recorder", lazy_run_value_numbers,
+     "value numbers for every tensor seen (the list keeps the meta tensors alive), breadth-first walk"),
     ("04.fusion_policy", fusion_with_group_ids,
      "group ids in a dict, len(users) == 1, tuples, singleton groups returned"),
     ("04.fusion_policy", fusion_by_tree_roots,
      "a tree per node built from its producers' trees; groups are the trees no later tree absorbed"),
+    ("04.fusion_policy", fusion_union_find,
+     "a union-find forest with a matmul flag per root; tuples, singletons included"),
     ("04.cache_key", cache_key_as_replaced_records,
      "the IRNode records with float constants replaced (dataclasses.replace): index, kind and users too"),
     ("04.cache_key", cache_key_as_digest,
      "a str key: SHA-256 of the structure's repr, floats as None, users included"),
-    ("04.replay_backend", replay_after_mark_step,
-     "compiles with torch._lazy.mark_step() instead of sync_multi"),
+    ("04.cache_key", cache_key_skeleton_and_edges,
+     "a tuple of parts: skeleton, edges with operand slots, a frozenset of outputs, floats as the type float"),
+    ("04.replay_backend", replay_backend_as_object,
+     "a callable object; argument ids in a list matched with list.index; torch.device('lazy')"),
     ("04.replay_backend", replay_with_extract_compiled_graph,
      "PyTorch's own torch._lazy.extract_compiled_graph"),
 ]
