@@ -9,7 +9,8 @@ grader times or profiles, and the two diagrams of the chapter as graph data.
   (``time.sleep``), so a learner's benchmark function can be graded against the truth.
 - ``chip_workload`` / ``chip_profile`` / ``toychip_profile`` run small workloads on the toy
   chip's simulated clock (the truth the roofline exercises are checked against);
-- ``training_step_comparison`` times a full training step eager against compiled.
+- ``training_steps`` gives a full training step, eager and compiled, for ``compare``;
+  ``cuda_kernels`` lists the kernels one call launches on a GPU.
 - ``stack_view`` / ``decision_tree_view`` are plain graph data for ``graphviews.show``.
 """
 from __future__ import annotations
@@ -58,8 +59,8 @@ class Classifier(nn.Module):
 
 
 class PointwiseChain(nn.Module):
-    """``((x.sin() + x.cos()) * 2).relu() - 0.5``: five elementwise passes over memory in
-    eager mode, one fused loop when compiled."""
+    """``((x.sin() + x.cos()) * 2).relu() - 0.5``: six elementwise ATen ops in eager mode
+    (sin, cos, add, mul, relu, sub), each a pass over memory; one fused loop when compiled."""
 
     def forward(self, x):
         return ((x.sin() + x.cos()) * 2).relu() - 0.5
@@ -177,6 +178,17 @@ def format_rows(rows: list[TechnologyRow]) -> str:
         lines.append(f"{r.workload:28} {r.technology:14} {r.first_call_s:12.3f} {r.median_us:11.1f} "
                      f"{r.vs_eager:8.2f}× {r.graphs:6d}")
     return "\n".join(lines)
+
+
+def cuda_kernels(fn: Callable, *args) -> list[str]:
+    """Names of the CUDA kernels one call of ``fn(*args)`` launches, read from the profiler
+    after an untimed call (so that a compile is not counted)."""
+    fn(*args)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA], acc_events=True) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    return [event.name for event in prof.events() if event.device_type == torch.autograd.DeviceType.CUDA]
 
 
 def training_steps(make_model: Callable[[], nn.Module], x: torch.Tensor, labels: torch.Tensor) -> dict[str, Callable]:

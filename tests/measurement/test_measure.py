@@ -1,7 +1,11 @@
 """Measurement protocol: warm-up, interleaving, medians, ratios and the plot."""
+import importlib
+import json
+
 import pytest
 
 from benchmarking import compare, describe_hardware, measure
+from course_models.ch01_models import GPU_TIMINGS
 
 
 def test_candidates_are_interleaved_after_their_warmup():
@@ -36,3 +40,14 @@ def test_plot_is_a_figure_with_the_hardware_in_its_title():
     figure = compare({"a": lambda: None, "b": lambda: None}, repeats=3).plot("title")
     title = figure.axes[0].get_title()
     assert "title" in title and describe_hardware() in title
+
+
+def test_the_docstring_quotes_the_recorded_cost_of_a_synchronize_around_every_call():
+    recorded = json.loads(GPU_TIMINGS.read_text(encoding="utf-8"))
+    chain = recorded["pointwise_chain"]
+    extra = {name: round(chain["synchronize_every_call_us"][name] - chain[f"{name}_us"])
+             for name in ("eager", "compiled", "copy")}
+    doc = importlib.import_module("benchmarking.measure").__doc__
+    assert "H100" in recorded["hardware"] and recorded["torch"].startswith("2.11")
+    assert f"+{extra['eager']} µs eager, +{extra['compiled']} µs compiled, +{extra['copy']} µs for a copy" in doc
+    assert f"calls of {round(chain['copy_us'])}–{round(chain['eager_us'])} µs" in doc
