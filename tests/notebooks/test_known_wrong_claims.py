@@ -37,6 +37,12 @@ KNOWN_WRONG = {
     "< 100 µs": "the decision tree uses measured quantities, not a fixed threshold",
     "不到 1 分钟": "the decision tree uses measured quantities, not a fixed threshold",
     "0.1–0.4": "the speed check's ratios are printed by benchmarks/timing_false_failures.py",
+    # issue 24's review
+    "TPU 的唯一路径": "torch.compile's openxla backend also reaches TPUs through torch_xla",
+    "约 100 µs": "the recorded cost of a synchronize per call is +12 to +35 µs (assets/gpu)",
+    "5 个算子": "make_fx counts the pointwise chain's ops (6)",
+    "两千多个算子": "say which count (dispatcher overloads, names, core-tagged): chapter 06 prints them",
+    "默认会打印警告后跳过这个帧": "suppress_errors is False by default: a failing backend raises BackendCompilerFailed",
 }
 
 
