@@ -9,11 +9,18 @@
   (learning rate, batch size) steps, and :func:`lazy_programs` runs one program per
   step: the workloads of the trace-cache exercise.
 * :func:`init_ltc` starts PyTorch's own Lazy Tensor Core with its TorchScript backend,
-  once per process (a second ``torch._lazy.ts_backend.init()`` raises).
+  once per process (a second ``torch._lazy.ts_backend.init()`` raises);
+  :func:`backend_interface_methods` and :func:`lazy_dispatch_entry` read what a backend
+  implements and how the dispatcher serves each op on a lazy tensor.
+* :func:`xla_reference` is what PyTorch/XLA made of this chapter's examples, recorded
+  where torch_xla installs (it is not in the course's environment).
 """
 from __future__ import annotations
 
+import json
 import random
+import re
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -227,3 +234,38 @@ def run_named_ops(names, x: torch.Tensor):
     for name in names:
         total = total + table[name](x).sum()
     return total
+
+
+HEADER_SECTION = re.compile(r"/\*\*\s*\n\s*\*\s*(.+?)\s*\n\s*\*\s*\*/")  # /**  * Title  * */
+VIRTUAL_METHOD = re.compile(r"^\s*virtual\s[^;{]*?\b(\w+)\(", re.MULTILINE)
+
+
+def backend_interface_methods() -> dict[str, list[str]]:
+    """The virtual methods of ``torch::lazy::BackendImplInterface``, grouped by the section
+    comments of the header that the installed torch ships: what a backend implements."""
+    header = Path(torch.__file__).parent / "include" / "torch" / "csrc" / "lazy" / "backend" / "backend_interface.h"
+    body = header.read_text(encoding="utf-8").split("class TORCH_API BackendImplInterface {")[1].split("\n};")[0]
+    parts = HEADER_SECTION.split(body)  # [preamble, title, block, title, block, ...]
+    return {title: list(dict.fromkeys(VIRTUAL_METHOD.findall(block))) for title, block in zip(parts[1::2], parts[2::2])}
+
+
+def lazy_dispatch_entry(op_name: str) -> tuple[str, str]:
+    """How the dispatcher serves ``op_name`` (e.g. ``"aten::relu"``) on a lazy tensor: the
+    kind of its ``Lazy`` entry (``kernel``, ``math kernel`` or ``backend fallback``) and
+    the file that registered it."""
+    line = next(line for line in torch._C._dispatch_dump_table(op_name).splitlines() if line.startswith("Lazy:"))
+    kind = line[line.rindex("[") + 1:line.rindex("]")]
+    source = line.split(" registered at ")[1].split(":")[0].rsplit("/", 1)[-1]
+    return kind, source
+
+
+# --------------------------------------------------------------------------- recorded XLA
+XLA_REFERENCE = Path(__file__).resolve().parents[2] / "assets" / "xla" / "ch04_xla_reference.json"
+
+
+def xla_reference() -> dict:
+    """What PyTorch/XLA made of this chapter's examples: the IR and HLO of the seed chain,
+    an out-of-range ``gather``, the fallback counters of ``det``. Recorded by
+    ``benchmarks/record_xla_ch04.py`` with a matching torch/torch_xla pair, since
+    torch_xla is released for one torch version at a time and is not in this environment."""
+    return json.loads(XLA_REFERENCE.read_text(encoding="utf-8"))
