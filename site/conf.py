@@ -14,6 +14,9 @@ nb_execution_mode = "off"
 nb_merge_streams = True
 # Widgets' embedding scripts come from a CDN; the course has no widgets, the pages load nothing remote.
 nb_ipywidgets_js = {}
+# A graph's output has text/html (a scroll box for JupyterLab, the SVG inlined as base64) and
+# image/svg+xml: the pages take the SVG, written as an image file. myst-nb ranks text/html at 30.
+nb_mime_priority_overrides = [(builder, "image/svg+xml", 25) for builder in ("html", "dirhtml", "singlehtml")]
 
 exclude_patterns = ["**/.ipynb_checkpoints"]
 

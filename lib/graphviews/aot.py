@@ -102,12 +102,16 @@ def saved_values(backward) -> list[str]:
 
 
 def partition_view(forward, backward, *, title: str = "") -> GraphView:
-    """Forward and backward graphs side by side; saved values cross over, recomputations are green."""
+    """Forward and backward graphs side by side; saved values cross over, recomputations are green.
+
+    Each graph runs top to bottom; the "saved" edges do not rank the backward below the
+    forward (drawn left to right, the two chains made a picture several screens wide).
+    """
     fw_graph, bw_graph = _graph(forward), _graph(backward)
     saved = set(saved_values(bw_graph))
     saved_bytes, total = saved_storage_bytes(fw_graph, saved)
     view = GraphView(title=title or f"saved for backward: {len(saved)} values, {total} bytes "
-                                    f"(by storage, inputs not counted)", direction="LR")
+                                    f"(by storage, inputs not counted)")
     for prefix, graph in (("fw", fw_graph), ("bw", bw_graph)):
         grad_nodes = tangent_dependent(graph)
         ids = []
@@ -130,5 +134,5 @@ def partition_view(forward, backward, *, title: str = "") -> GraphView:
     fw_names = {n.name for n in fw_graph.nodes}
     for name in sorted(saved):
         if name in fw_names:
-            view.add_edge(f"fw:{name}", f"bw:{name}", label="saved")
+            view.add_edge(f"fw:{name}", f"bw:{name}", label="saved", constrains_layout=False)
     return view

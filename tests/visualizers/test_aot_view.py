@@ -6,8 +6,9 @@ import torch
 from functorch.compile import aot_function, default_partition, make_boxed_func, min_cut_rematerialization_partition
 
 from course_models import ch06_models as models
-from graphviews import show, to_dot
+from graphviews import engines, show, to_dot
 from graphviews.aot import BACKWARD, FORWARD, RECOMPUTED, SAVED, joint_view, partition_view, saved_values
+from svg_drawings import node_boxes, root_size
 
 
 def _graphs(partition_fn=None):
@@ -97,3 +98,22 @@ def test_a_rematerializing_partition_shows_recomputed_nodes():
     view = partition_view(graphs["forward"], graphs["backward"])
     assert any(n.kind == RECOMPUTED for n in view.nodes)
     assert show(view) is not None
+
+
+def test_partition_view_runs_top_to_bottom_with_the_graphs_side_by_side_and_stays_narrow(default_graphs):
+    """Drawn left to right, chapter 06's seed partition was about 3700 × 1000 pt (its legend aside);
+    top to bottom, about 1500 × 1650."""
+    view = partition_view(default_graphs["forward"], default_graphs["backward"])
+    saved = [edge for edge in view.edges if edge.label == "saved"]
+    assert view.direction == "TB" and saved and not any(edge.constrains_layout for edge in saved)
+    assert all(edge.constrains_layout for edge in view.edges if edge.label != "saved")
+    svg = engines.render_dot(to_dot(view)).data.decode()
+    boxes = node_boxes(svg)
+    forward_right = max(right for name, (_, _, right, _) in boxes.items() if name.startswith("fw:"))
+    assert forward_right < min(left for name, (left, _, _, _) in boxes.items() if name.startswith("bw:"))
+    width, _ = root_size(svg)
+    view.direction = "LR"
+    for edge in saved:
+        edge.constrains_layout = True
+    left_to_right_width, _ = root_size(engines.render_dot(to_dot(view)).data.decode())
+    assert width < 0.6 * left_to_right_width
