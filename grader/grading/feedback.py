@@ -82,8 +82,8 @@ class CheckReport:
 
     def _repr_html_(self) -> str:
         _, word, colour = STATUSES[self.status]
-        label = (f'<span style="background:{colour};color:#fff;border-radius:3px;padding:0 0.4em;'
-                 f'margin-right:0.5em;font-weight:bold">{word}</span>')
+        label = (f'<span class="grader-status grader-{self.status}" style="background:{colour};color:#fff;'
+                 f'border-radius:3px;padding:0 0.4em;margin-right:0.5em;font-weight:bold">{word}</span>')
         details = html.escape("\n".join(self.details))
         body = f'<pre style="margin:0.3em 0 0 0">{details}</pre>' if self.details else ""
         return f"<div>{label}{html.escape(self.head + self.tail)}{body}</div>"

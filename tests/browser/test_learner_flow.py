@@ -53,7 +53,7 @@ def test_correct_answer_passes_its_check_cell(lab):
     lab.run_cell(answer)
     lab.run_cell(check)
 
-    lab.expect_text(check.locator(".jp-OutputArea"), "√ 通过", timeout_s=120)
+    lab.expect_text(check.locator(".jp-OutputArea .grader-passed"), "通过", timeout_s=120)
     lab.save()
 
 

@@ -61,7 +61,7 @@ def test_check_cells_show_every_status_as_ordinary_output_not_as_an_error():
         [output] = cell.outputs
         assert output.output_type == "display_data", output
         assert output.data["text/plain"].startswith(f"{mark} {word} 03.op_census")
-        assert f">{word}</span>" in output.data["text/html"]
+        assert f">{word}</span>" in output.data["text/html"] and "grader-status" in output.data["text/html"]
 
 
 LONG_ERROR = """def count_ops(gm):
