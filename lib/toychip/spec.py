@@ -5,7 +5,8 @@ bandwidth; the toy chip's simulated clock (:mod:`toychip.clock`) turns every ker
 launch and every host<->device copy into microseconds with exactly these numbers, so a
 program's simulated time depends only on what it runs, never on the machine it runs on.
 
-Used in chapter 08 (porting: what a chip spec is) and by every exercise graded on speed.
+Taught in chapter 00 (section 4, the roofline a launch is charged, and exercise
+00.roofline), quoted in chapter 04, and used by every exercise graded on speed.
 """
 from __future__ import annotations
 

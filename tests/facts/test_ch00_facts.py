@@ -5,6 +5,7 @@ import inspect
 import io
 import logging
 import os
+import re
 import tempfile
 import warnings
 import zipfile
@@ -23,7 +24,7 @@ from torch.export import Dim
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from course_models.ch00_models import Classifier, GatedPair, MyModel, PointwiseChain
-from course_models.ch01_models import seed_chain
+from course_models.ch01_models import gpu_reference, seed_chain
 from facts import backs
 
 TORCH = Path(torch.__file__).parent
@@ -198,6 +199,50 @@ def test_the_jit_deprecation_warning_is_attributed_to_torch_not_to_the_caller():
     assert deprecations and all(Path(w.filename).is_relative_to(TORCH) for w in deprecations)
 
 
+def deprecation_notes() -> dict[str, str]:
+    """Public ``torch.jit`` names whose docstring carries a Sphinx ``.. deprecated::`` note: its version and first line."""
+    notes = {}
+    for name in dir(torch.jit):
+        found = re.search(r"\.\. deprecated:: (\S+)\s+(.+)", getattr(getattr(torch.jit, name), "__doc__", None) or "")
+        if found and not name.startswith("_"):
+            notes[name] = " ".join(found.groups())
+    return notes
+
+
+@backs("notebooks/00_guide.ipynb", "文档字符串 (docstring) 带有 `.. deprecated:: 2.5` 的标注，让读者改用 `torch.compile`")
+@backs("notebooks/00_guide.ipynb", "部分 `torch.jit` API 的文档字符串标注 `deprecated:: 2.5`")
+def test_torch_jit_helper_docstrings_say_deprecated_2_5():
+    notes = deprecation_notes()
+    assert {"annotate", "isinstance", "fork", "freeze"} <= set(notes)
+    assert all(note.startswith("2.5 ") and "torch.compile" in note for note in notes.values())
+
+
+@backs("notebooks/00_guide.ipynb", "而 `script` / `trace` 自己的文档字符串里没有这条")
+def test_script_and_trace_docstrings_carry_no_deprecation_note():
+    assert not {"script", "trace"} & set(deprecation_notes())
+
+
+@backs("notebooks/00_guide.ipynb", "核对时又调用了一次 `trace_module`，所以是两条")
+def test_tracing_a_module_warns_once_as_trace_and_twice_as_trace_method():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.jit.trace(MyModel(), (torch.randn(32, 100),))
+    names = [str(w.message).split("`")[1] for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert names == ["torch.jit.trace", "torch.jit.trace_method", "torch.jit.trace_method"]
+    assert inspect.signature(torch.jit.trace).parameters["check_trace"].default is True
+
+
+@backs("notebooks/00_guide.ipynb", "报错信息到 `at` 就结束了，这就是它的全文")
+@backs("notebooks/00_guide.ipynb", "遇到了它的类型注解 `_torchdynamo_orig_callable: Callable[..., Any]`")
+def test_scripting_a_compiled_module_fails_on_an_annotation_with_no_source_location():
+    compiled = torch.compile(MyModel())
+    assert type(compiled).__name__ == "OptimizedModule"
+    assert type(compiled).__annotations__["_torchdynamo_orig_callable"] == "Callable[..., Any]"
+    with pytest.raises(ValueError) as raised:
+        quietly(torch.jit.script, compiled)
+    assert str(raised.value) == "Unknown type annotation: 'Callable[..., Any]' at "
+
+
 @backs("notebooks/00_guide.ipynb", "编译后的包装对象无法再被脚本化")
 @backs("notebooks/00_guide.ipynb", "`torch.jit.script(torch.compile(m))` 根本行不通")
 def test_a_compiled_module_cannot_be_scripted():
@@ -228,9 +273,10 @@ def test_without_dynamic_shapes_the_example_batch_is_guarded():
         exported.module()(torch.randn(7, 100))
 
 
-@backs("notebooks/00_guide.ipynb", "batch 为 1 的示例会被特化成常量")
-def test_a_batch_one_example_specialises_a_dynamic_batch():
-    with pytest.raises(torch._dynamo.exc.UserError, match="specialized it to be a constant \\(1\\)"):
+@backs("notebooks/00_guide.ipynb", "声明了动态 `Dim` 的导出直接报错 `Constraints violated (batch)!`")
+@backs("notebooks/00_guide.ipynb", "所以 `torch.export` 不会悄悄特化，而是直接报错")
+def test_a_batch_one_example_with_a_declared_dim_is_an_error():
+    with pytest.raises(torch._dynamo.exc.UserError, match="(?s)Constraints violated \\(batch\\)!.*specialized it to be a constant \\(1\\)"):
         torch.export.export(MyModel().eval(), (torch.randn(1, 100),), dynamic_shapes=({0: Dim("batch")},))
 
 
@@ -392,6 +438,13 @@ def test_the_recorded_chain_is_four_aten_ops():
         "aten.add.Tensor", "aten.mul.Tensor", "aten.sub.Tensor", "aten.relu.default"]
 
 
+@backs("notebooks/00_guide.ipynb", "硬件说明写着 `torch 2.11.0+cu130`，不是本课程的 torch 2.13")
+def test_the_recorded_gpu_numbers_come_from_torch_2_11_not_the_course_torch():
+    recorded, _ = gpu_reference()
+    assert recorded["torch"] == "2.11.0+cu130" and "torch 2.11.0+cu130" in recorded["hardware"]
+    assert torch.__version__.startswith("2.13")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="counts CUDA kernels")
 @backs("notebooks/00_guide.ipynb", "编译后融合成一个内核")
 def test_on_cuda_eager_launches_a_kernel_per_op_and_compiled_one():
@@ -406,6 +459,18 @@ def test_on_cuda_eager_launches_a_kernel_per_op_and_compiled_one():
 @backs("notebooks/00_guide.ipynb", "`t.default`（转置）是一个**视图** (view)")
 def test_transpose_is_a_view_op():
     assert torch.ops.aten.t.default.is_view and not torch.ops.aten.addmm.default.is_view
+
+
+@backs("notebooks/00_guide.ipynb", "`relu` 后面的 `detach.default` 也是视图")
+@backs("notebooks/00_guide.ipynb", "在 `torch.no_grad()` 下追踪，图里就没有它")
+def test_make_fx_records_the_detach_autograd_makes_saving_relus_output():
+    assert torch.ops.aten.detach.default.is_view
+    traced = make_fx(MyModel())(torch.randn(32, 100))
+    [detach] = [n for n in traced.graph.nodes if n.target is torch.ops.aten.detach.default]
+    assert detach.args[0].target is torch.ops.aten.relu.default and not detach.users
+    with torch.no_grad():
+        assert "aten.detach.default" not in aten_calls(MyModel(), torch.randn(32, 100))
+    assert hasattr(torch.relu(torch.randn(3, requires_grad=True)).grad_fn, "_saved_result")
 
 
 @backs("notebooks/00_guide.ipynb", "默认 `/tmp/torchinductor_<用户名>`，可用 `TORCHINDUCTOR_CACHE_DIR` 指定")

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.utils.cpp_extension as cpp_extension
+from torch._sources import fake_range
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.export import Dim
 
@@ -142,6 +143,58 @@ def test_from_python_3_14_the_warnings_say_not_supported():
         source = function_source(TORCH_ROOT / "jit" / file, function)
         assert "sys.version_info >= (3, 14)" in source
         assert f"`torch.jit.{function}` is not supported in Python 3.14+ and may break. " in source
+
+
+def deprecation_notes() -> dict[str, tuple[str, str]]:
+    """Public ``torch.jit`` names whose docstring carries a Sphinx ``.. deprecated::`` note: (version, first line)."""
+    notes = {}
+    for name in dir(torch.jit):
+        found = re.search(r"\.\. deprecated:: (\S+)\s+(.+)", getattr(getattr(torch.jit, name), "__doc__", None) or "")
+        if found and not name.startswith("_"):
+            notes[name] = found.groups()
+    return notes
+
+
+@backs("notebooks/02_torchscript.ipynb", "这些运行时警告都不带版本号")
+def test_the_runtime_deprecation_warnings_name_no_version():
+    for name, action in jit_actions().items():
+        for warning in deprecations(action):
+            assert not re.search(r"\d", str(warning.message)), (name, str(warning.message))
+
+
+@backs("notebooks/02_torchscript.ipynb", "torch 的文档字符串里写的是 `.. deprecated:: 2.5`")
+@backs("notebooks/02_torchscript.ipynb", "上面列出的 API 标注 `.. deprecated:: 2.5`，让读者改用 `torch.compile`")
+@backs("notebooks/02_torchscript.ipynb", "部分 API 的文档字符串标注 `deprecated:: 2.5`")
+@backs("notebooks/02_torchscript.ipynb", "一批 `torch.jit` API 的文档字符串标注 `deprecated:: 2.5`")
+def test_the_torch_jit_docstrings_that_carry_a_deprecation_note_all_say_2_5():
+    notes = deprecation_notes()
+    assert {"annotate", "freeze", "fork", "interface", "export", "ignore"} <= set(notes)
+    assert {version for version, _ in notes.values()} == {"2.5"}
+    assert all("torch.compile" in line for _, line in notes.values())
+
+
+@backs("notebooks/02_torchscript.ipynb", "一批 API 的原文是 \"TorchScript is deprecated, please use ``torch.compile`` instead.\"")
+@backs("notebooks/02_torchscript.ipynb", "`export`、`ignore` 的原文是 \"Please use :func:`torch.compile` instead.\"")
+def test_the_deprecation_notes_have_two_wordings():
+    notes = deprecation_notes()
+    for name in ("annotate", "freeze", "fork", "interface"):
+        assert notes[name][1] == "TorchScript is deprecated, please use ``torch.compile`` instead."
+    for name in ("export", "ignore"):
+        assert notes[name][1] == "Please use :func:`torch.compile` instead."
+    assert {line for _, line in notes.values()} == {"TorchScript is deprecated, please use ``torch.compile`` instead.",
+                                                    "Please use :func:`torch.compile` instead."}
+
+
+@backs("notebooks/02_torchscript.ipynb", "文档字符串里没有这条标注")
+@backs("notebooks/02_torchscript.ipynb", "（`script` / `trace` / `save` / `load` 的没有）")
+def test_script_trace_save_and_load_docstrings_carry_no_deprecation_note():
+    assert not {"script", "trace", "save", "load"} & set(deprecation_notes())
+
+
+@backs("notebooks/02_torchscript.ipynb", "`torch/jit/__init__.py`、`_freeze.py`、`_async.py` 等")
+def test_the_deprecation_notes_are_in_the_torch_jit_sources():
+    for file in ("__init__.py", "_freeze.py", "_async.py"):
+        assert ".. deprecated:: 2.5" in (TORCH_ROOT / "jit" / file).read_text(encoding="utf-8"), file
 
 
 @backs("notebooks/02_torchscript.ipynb", "C++ 解释器（libtorch），不依赖 Python")
@@ -330,7 +383,7 @@ def test_the_untyped_temperature_fails_with_a_float_and_without_one():
     assert "Expected a proper Tensor but got None (or an undefined Tensor in C++)" in one_line_of(without.value)
 
 
-@backs("notebooks/02_torchscript.ipynb", "条件是张量时，TorchScript 自动插入 `bool(...)`（IR 里的 `aten::Bool`")
+@backs("notebooks/02_torchscript.ipynb", "条件是张量时，TorchScript 自动插入一次到 `bool` 的转换（IR 里的 `aten::Bool`")
 def test_a_tensor_condition_gets_an_implicit_bool():
     def double_if_positive(x):
         if x.sum() > 0:
@@ -343,6 +396,23 @@ def test_a_tensor_condition_gets_an_implicit_bool():
 
 
 # Section 4: the IR
+
+IMPLICIT_BOOL_LOOP = LOOP_WITH_BRANCH.replace("if bool(x.sum() > 0):", "if x.sum() > 0:")
+
+
+def if_condition_kind(graph) -> str:
+    return next(graph.findNode("prim::If").inputs()).node().kind()
+
+
+@backs("notebooks/02_torchscript.ipynb", "`LOOP_WITH_BRANCH` 的源码自己写了 `bool(x.sum() > 0)`")
+@backs("notebooks/02_torchscript.ipynb", "不写 `bool(...)`，TorchScript 也会插入同一个节点")
+def test_an_explicit_and_an_implicit_bool_give_the_same_program():
+    assert IMPLICIT_BOOL_LOOP != LOOP_WITH_BRANCH
+    explicit = torch.jit.CompilationUnit(LOOP_WITH_BRANCH).halve_or_shift
+    implicit = torch.jit.CompilationUnit(IMPLICIT_BOOL_LOOP).halve_or_shift
+    assert if_condition_kind(explicit.graph) == if_condition_kind(implicit.graph) == "aten::Bool"
+    assert explicit.code == implicit.code
+
 
 @backs("notebooks/02_torchscript.ipynb", "（`block0` 是 then 分支，`block1` 是 else 分支）")
 def test_prim_if_has_a_then_block_and_an_else_block():
@@ -502,6 +572,27 @@ def test_a_compiled_module_cannot_be_scripted():
     with pytest.raises(Exception) as raised:
         scripted(torch.compile(nn.Linear(4, 4)))
     assert type(raised.value).__name__ == "ValueError" and "Unknown type annotation" in str(raised.value)
+
+
+@backs("notebooks/02_torchscript.ipynb", "报错信息到 `at` 就结束了，这就是它的全文")
+@backs("notebooks/02_torchscript.ipynb", "`OptimizedModule` 带着类型注解 `Callable[..., Any]`")
+def test_scripting_a_compiled_module_fails_on_an_annotation_with_no_source_location():
+    compiled = torch.compile(nn.Linear(4, 4))
+    assert type(compiled).__name__ == "OptimizedModule"
+    assert type(compiled).__annotations__["_torchdynamo_orig_callable"] == "Callable[..., Any]"
+    with pytest.raises(ValueError) as raised:
+        scripted(compiled)
+    assert str(raised.value) == "Unknown type annotation: 'Callable[..., Any]' at "
+
+
+@backs("notebooks/02_torchscript.ipynb", "`torch/jit/annotations.py` 的 `ann_to_type` 本该在 `at` 后面接上出错的源码位置")
+@backs("notebooks/02_torchscript.ipynb", "可这个注解不在任何一段被编译的源码里，位置是空的")
+def test_a_class_annotation_is_typed_with_an_empty_source_location():
+    source = function_source(TORCH_ROOT / "jit" / "annotations.py", "ann_to_type")
+    assert "raise ValueError(f\"Unknown type annotation: '{ann}' at {loc.highlight()}\")" in source
+    recursive = (TORCH_ROOT / "jit" / "_recursive.py").read_text(encoding="utf-8")
+    assert re.search(r"ann_to_type\(\s*class_annotations\[name\], fake_range\(\)", recursive)
+    assert fake_range().highlight() == ""
 
 
 @backs("notebooks/02_torchscript.ipynb", "能 `torch.export.save` 成 `.pt2` 文件")

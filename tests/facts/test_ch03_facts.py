@@ -4,11 +4,15 @@ import importlib
 import importlib.util
 import inspect
 import operator
+import sys
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import torch
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
@@ -274,11 +278,32 @@ def test_users_is_a_dict_keyed_by_the_user_nodes():
     assert [user.name for user in relu.users] == ["fc2", "relu_1"]
 
 
-@backs("notebooks/03_fx.ipynb", "它依赖第三方包 `tabulate`，本课程环境没有安装")
-def test_print_tabular_needs_tabulate_which_the_course_does_not_install():
-    assert importlib.util.find_spec("tabulate") is None
-    with pytest.raises(ImportError):
-        fx.symbolic_trace(SeedModel()).graph.print_tabular()
+def installed_requirements(distribution: str, extra: str = "") -> set[str]:
+    """Every distribution installing ``distribution`` (with ``extra``) pulls in, by name."""
+    names, todo = set(), [(distribution, extra)]
+    while todo:
+        name, wanted_extra = todo.pop()
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            continue
+        for requirement in map(Requirement, requires):
+            if requirement.marker and not requirement.marker.evaluate({"extra": wanted_extra}):
+                continue
+            if canonicalize_name(requirement.name) not in names:
+                names.add(canonicalize_name(requirement.name))
+                todo.append((requirement.name, ""))
+    return names
+
+
+@backs("notebooks/03_fx.ipynb", "它依赖第三方包 `tabulate`，课程的基本安装（`./course open` 装的包）里没有它")
+def test_print_tabular_needs_tabulate_which_only_the_site_extra_installs():
+    assert "tabulate" not in installed_requirements("pytorch-compiler-course")
+    assert "tabulate" in installed_requirements("pytorch-compiler-course", "site") or importlib.util.find_spec("tabulate") is None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "tabulate", None)  # import tabulate now raises ImportError
+        with pytest.raises(ImportError):
+            fx.symbolic_trace(SeedModel()).graph.print_tabular()
 
 
 @backs("notebooks/03_fx.ipynb", "同样是 ReLU，在图里却有三种 `op`")

@@ -17,7 +17,8 @@ from torch._functorch import partitioners
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from course_models.ch06_models import SEED_STEPS, capture_graphs, mlp_inputs, mlp_program, saved_names
+from course_models.ch06_models import (SEED_STEPS, capture_graphs, glu_inputs, mlp_inputs, mlp_program, run_glu,
+                                       saved_names)
 from facts import backs
 from graphviews.aot import saved_storage_bytes, tangent_dependent
 
@@ -216,6 +217,30 @@ def test_accumulate_grad_holds_the_leaf_it_writes_to():
 
 # --- 2. forward and backward graphs ------------------------------------------------------------
 
+def seed_joint_nodes() -> dict:
+    torch.manual_seed(0)
+    joint = capture_graphs(mlp_program(SEED_STEPS), mlp_inputs(32, 64, 16))["joint"]
+    return {node.name: node for node in joint.graph.nodes}
+
+
+@backs("notebooks/06_aot.ipynb", "例如前向的 `tanh`，反向的 `mul_7` 直接读它")
+def test_in_the_seed_joint_graph_mul_7_reads_tanh():
+    nodes = seed_joint_nodes()
+    assert nodes["tanh"].target is aten.tanh.default
+    assert nodes["tanh"] in nodes["mul_7"].args
+    assert nodes["mul_7"] in tangent_dependent(nodes["mul_7"].graph)
+
+
+@backs("notebooks/06_aot.ipynb", "反向的 `tanh_backward_1` 读的是 `detach_7`")
+@backs("notebooks/06_aot.ipynb", "它是 `tanh` 经过两次 `detach`（`detach`、`detach_7`）得到的别名")
+def test_in_the_seed_joint_graph_tanh_backward_reads_a_detach_of_a_detach_of_tanh():
+    nodes = seed_joint_nodes()
+    assert nodes["tanh_backward_1"].target is aten.tanh_backward.default
+    read = nodes["tanh_backward_1"].args[1]
+    assert read.name == "detach_7" and read.target is aten.detach.default
+    assert read.args[0] is nodes["detach"] and nodes["detach"].args[0] is nodes["tanh"]
+
+
 @backs("notebooks/06_aot.ipynb", "名字里带 `detach` 的值是别的张量的**别名**")
 def test_detach_in_the_partitioned_forward_aliases_its_input():
     calls = []
@@ -225,6 +250,34 @@ def test_detach_in_the_partitioned_forward_aliases_its_input():
     for node in detaches:
         source = node.args[0].meta["val"]
         assert node.meta["val"].untyped_storage()._cdata == source.untyped_storage()._cdata
+
+
+def glu_forward_and_saved():
+    torch.manual_seed(0)
+    graphs = capture_graphs(run_glu, glu_inputs())
+    return {node.name: node for node in graphs["forward"].graph.nodes}, saved_names(graphs["backward"])
+
+
+@backs("notebooks/06_aot.ipynb", "`chunk` 在图里是 `split`，取出一半的是它后面的 `getitem`")
+@backs("notebooks/06_aot.ipynb", "`getitem` 是 `split` 出来的半个")
+def test_chunk_becomes_split_and_the_glu_saves_a_half_of_its_storage():
+    nodes, saved = glu_forward_and_saved()
+    assert nodes["split"].target is aten.split.Tensor
+    assert not any("chunk" in str(node.target) for node in nodes.values())
+    half = nodes["getitem"]
+    assert "getitem" in saved and half.args[0] is nodes["split"]
+    value = half.meta["val"]
+    assert value.untyped_storage().nbytes() == 2 * value.numel() * value.element_size()
+
+
+@backs("notebooks/06_aot.ipynb", "`t` 和 `t_1` 是转置的权重，落在输入的存储上")
+def test_the_glu_saves_the_transposed_weights_as_views_of_its_inputs():
+    nodes, saved = glu_forward_and_saved()
+    inputs = {node.meta["val"].untyped_storage()._cdata for node in nodes.values() if node.op == "placeholder"}
+    for name in ("t", "t_1"):
+        assert name in saved and nodes[name].target is aten.t.default
+        assert nodes[name].args[0].op == "placeholder"
+        assert nodes[name].meta["val"].untyped_storage()._cdata in inputs
 
 
 @backs("notebooks/06_aot.ipynb", "参数和缓冲被\"提升\"为图的输入 `primals_*`")
@@ -274,6 +327,13 @@ def test_add_saves_only_its_scalar_alpha():
     with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
         a + b
     assert packed == []
+
+
+@backs("notebooks/06_aot.ipynb", "最后一行另算的 `x + 1` 是加法")
+def test_adding_a_python_number_is_an_add_backward_that_saves_only_alpha():
+    x = torch.randn(4, 8, requires_grad=True)
+    node = (x + 1).grad_fn
+    assert type(node).__name__ == "AddBackward0" and saved_attributes(node) == {"_saved_alpha"}
 
 
 @backs("notebooks/06_aot.ipynb", "但它**不经过** `pack`")

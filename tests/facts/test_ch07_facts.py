@@ -158,6 +158,37 @@ def test_cumsum_on_a_backend_without_it_is_the_structured_composite_wrapper():
     assert "RegisterCompositeExplicitAutogradNonFunctional" in row and row.endswith("[default backend kernel]")
 
 
+PRIVATEUSE1_NAMESPACES = """
+import torch
+registered = torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
+print(sorted({name.split("::")[0] for name in registered}))
+"""
+
+
+@backs("notebooks/07_dispatcher.ipynb", "`torch/csrc/distributed/c10d/Ops.cpp`，`import toychip` 之前就在")
+def test_torch_itself_registers_c10d_collectives_for_privateuse1():
+    registered = torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
+    collectives = [name for name in registered if name.startswith("c10d::")]
+    assert collectives
+    for name in collectives:   # C++ registrations compiled into torch, not the chip's Python ones
+        assert "/torch/csrc/distributed/c10d/Ops.cpp:" in dump_lines(name)["PrivateUse1"], name
+    fresh = subprocess.run([sys.executable, "-c", PRIVATEUSE1_NAMESPACES], capture_output=True, text=True, check=True)
+    assert fresh.stdout.strip() == "['c10d']"   # a fresh `import torch`, no toychip: only c10d
+
+
+@backs("notebooks/07_dispatcher.ipynb", "取默认值 `'none'` 时调度器不传它")
+def test_a_kwarg_equal_to_its_default_is_not_passed_to_a_python_kernel(fresh_library):
+    schema = str(torch.ops.aten.gelu.default._schema).removeprefix("aten::")
+    assert schema == 'gelu(Tensor self, *, str approximate="none") -> Tensor'
+    seen = []
+    fresh_library.define(schema)
+    fresh_library.impl("gelu", lambda t, **kwargs: seen.append(kwargs) or t.clone(), "CPU")
+    gelu = getattr(torch.ops, fresh_library.ns).gelu
+    gelu(torch.ones(1), approximate="none")
+    gelu(torch.ones(1), approximate="tanh")
+    assert seen == [{}, {"approximate": "tanh"}]
+
+
 # --- 3.1 the keys of a tensor ------------------------------------------------------------------
 
 @backs("notebooks/07_dispatcher.ipynb", "键集合**完全相同**")
@@ -283,6 +314,26 @@ def test_inference_mode_excludes_the_autograd_functionality_bit():
     assert (cpu_keys - keys_of("AutogradOther")).has(DispatchKey.AutogradCPU)   # AutogradOther alone leaves it
 
 
+def effective_keys(tensors) -> list[str]:
+    """The keys a call with these tensors dispatches on, highest first (section 3.3's formula)."""
+    keys = DispatchKeySet(DispatchKey.Undefined)
+    for t in tensors:
+        keys = keys | torch._C._dispatch_keys(t)
+    keys = (keys | torch._C._dispatch_tls_local_include_set()) - torch._C._dispatch_tls_local_exclude_set()
+    return peel(keys)
+
+
+@backs("notebooks/07_dispatcher.ipynb", "但这个在推理模式之外创建的张量自带这个键")
+@backs("notebooks/07_dispatcher.ipynb", "`inference_mode` 下的推理张量 → `['BackendSelect', 'CPU']`")
+def test_inference_mode_keeps_an_ordinary_tensors_adinplaceorview_key():
+    ordinary = torch.ones(2)
+    assert effective_keys([ordinary]) == ["AutogradCPU", "ADInplaceOrView", "BackendSelect", "CPU"]
+    with torch.inference_mode():
+        inference = torch.ones(2)
+        assert effective_keys([ordinary]) == ["ADInplaceOrView", "BackendSelect", "CPU"]
+        assert effective_keys([inference]) == ["BackendSelect", "CPU"]
+
+
 @backs("notebooks/07_dispatcher.ipynb", "给 `MkldnnCPU` 这类没有自己 Autograd 键的后端用")
 def test_autograd_other_serves_backends_without_their_own_autograd_key():
     keys = torch._C._dispatch_keys(torch.ones(2, 2).to_mkldnn())
@@ -344,6 +395,22 @@ def test_cuda_autocast_is_a_fallthrough_plus_a_long_list_of_kernels():
     assert table_rows("aten::add.Tensor")["AutocastCUDA"].startswith("fallthrough")
     cuda_ops = torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCUDA")
     assert {"aten::mm", "aten::addmm", "aten::bmm", "aten::softmax.int"} <= set(cuda_ops) and len(cuda_ops) > 4
+
+
+@backs("notebooks/07_dispatcher.ipynb", "最后是 CPU 的 `mm` 内核里调用的 `resolve_conj`")
+def test_autocast_mm_casts_twice_then_runs_mm_whose_cpu_kernel_calls_resolve_conj():
+    from toychip import trace_dispatch
+
+    x = torch.ones(2, 2)
+    with torch.autocast("cpu"):
+        steps = [(step.op, step.key) for step in trace_dispatch(torch.mm, x, x).steps]
+    mm_steps = [i for i, (op, _) in enumerate(steps) if op == "aten.mm.default"]
+    assert [steps[i][1] for i in mm_steps] == ["AutocastCPU", "AutogradCPU", "CPU"] and mm_steps[0] == 0
+    assert [step for step in steps if step[0] == "aten.to.dtype"] == [("aten.to.dtype", "AutogradCPU")] * 2
+    assert {op for op, _ in steps[mm_steps[-1] + 1:]} == {"aten.resolve_conj.default"}
+    with torch.inference_mode():   # only the CPU kernel runs, so it is the caller
+        steps = [(step.op, step.key) for step in trace_dispatch(torch.mm, torch.ones(2, 2), torch.ones(2, 2)).steps]
+    assert steps[0] == ("aten.mm.default", "CPU") and {op for op, _ in steps[1:]} == {"aten.resolve_conj.default"}
 
 
 # --- 4 registration ------------------------------------------------------------------------------

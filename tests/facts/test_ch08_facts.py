@@ -392,6 +392,83 @@ def test_inductor_device_registration_apis():
         "device", "device_scheduling", "device_wrapper_codegen"]
 
 
+# Section 5.2: what the compiled step decomposes, section 7's kernel arguments
+
+def core_aten_calls(fn, *args, keep=()) -> list[str]:
+    """The ATen calls of ``fn`` traced with core ATen's decompositions, minus those of ``keep``
+    (ops a backend has kernels for, as the chip keeps ``select_scatter`` and ``any``)."""
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    table = {op: fn for op, fn in core_aten_decompositions().items() if op not in keep}
+    graph = make_fx(fn, decomposition_table=table)(*args).graph
+    return [str(node.target) for node in graph.nodes if node.op == "call_function"]
+
+
+@backs("notebooks/08_porting.ipynb", "`select_backward` 分解成 `new_zeros` + `select_scatter`，`new_zeros` 再变成 `full`")
+def test_core_aten_decomposes_select_backward_into_full_and_select_scatter():
+    aten = torch.ops.aten
+    calls = core_aten_calls(lambda grad: aten.select_backward(grad, [3, 4], 0, 1), torch.randn(4),
+                            keep={aten.select_scatter.default})
+    assert calls == ["aten.full.default", "aten.select_scatter.default"]
+
+
+@backs("notebooks/08_porting.ipynb", "eager 运行的是它的 C++ 组合内核（`CompositeExplicitAutograd`）")
+@backs("notebooks/08_porting.ipynb", "内核里调用的 `isneginf`、`all` 和 `where` 的 `out=` 版本芯片都没有")
+def test_eager_safe_softmax_is_a_composite_kernel_whose_isneginf_all_and_where_out_fall_back():
+    rows = torch._C._dispatch_dump("aten::_safe_softmax").splitlines()
+    assert any(row.startswith("CompositeExplicitAutograd[alias]:") for row in rows)
+    assert not any(row.startswith(("CPU:", "PrivateUse1:")) for row in rows)
+    before = toychip.coverage().fallback
+    torch.ops.aten._safe_softmax(torch.randn(2, 3).to("toychip"), -1)
+    after = toychip.coverage().fallback
+    assert {op for op in after if after[op] > before.get(op, 0)} == {"isneginf.out", "all.out", "where.self_out"}
+
+
+@backs("notebooks/08_porting.ipynb", "拆成 `_softmax`、`eq`、`all`、`zeros_like`、`where`")
+@backs("notebooks/08_porting.ipynb", "`all` 再拆成 `logical_not`、`any`、`logical_not`，`zeros_like` 变成 `full_like`")
+def test_core_aten_decomposes_safe_softmax_down_to_any():
+    aten = torch.ops.aten
+    assert core_aten_calls(lambda x: aten._safe_softmax(x, -1), torch.randn(2, 3),
+                           keep={aten.all.dim, aten.zeros_like.default}) == [
+        "aten._softmax.default", "aten.eq.Scalar", "aten.all.dim", "aten.zeros_like.default", "aten.where.self"]
+    assert core_aten_calls(lambda x: aten._safe_softmax(x, -1), torch.randn(2, 3), keep={aten.any.dim}) == [
+        "aten._softmax.default", "aten.eq.Scalar", "aten.logical_not.default", "aten.any.dim",
+        "aten.logical_not.default", "aten.full_like.default", "aten.where.self"]
+
+
+@backs("notebooks/08_porting.ipynb", "但末尾那些等于模式默认值的参数，调度器不传")
+@backs("notebooks/08_porting.ipynb", "写成 `def leaky_relu(a, negative_slope)` 会因缺参数失败")
+def test_a_trailing_argument_equal_to_its_default_is_not_passed_to_a_python_kernel():
+    from torch.library import Library
+
+    schema = str(torch.ops.aten.leaky_relu.default._schema).removeprefix("aten::")
+    library = Library("ch08facts_defaults", "DEF")
+    try:
+        seen = []
+        library.define(schema)
+        library.impl("leaky_relu", lambda *args: seen.append(args[1:]) or args[0].clone(), "CPU")
+        torch.ops.ch08facts_defaults.leaky_relu(torch.ones(1), 0.01)
+        torch.ops.ch08facts_defaults.leaky_relu(torch.ones(1), 0.2)
+    finally:
+        library._destroy()
+    assert seen == [(), (0.2,)]
+
+
+@backs("notebooks/08_porting.ipynb", "`leaky_relu` 的 `negative_slope=0.01`，`hardtanh` 的 `min_val=-1`、`max_val=1`；反向算子的参数都没有默认值")
+@backs("notebooks/08_porting.ipynb", "`nn.LeakyReLU()` 的 `negative_slope` 就是 `leaky_relu` 模式里的默认值 `0.01`")
+def test_the_activation_schemas_defaults():
+    aten = torch.ops.aten
+    defaults = {str(op): {arg.name: arg.default_value for arg in op._schema.arguments if arg.has_default_value()}
+                for op in (aten.hardswish.default, aten.leaky_relu.default, aten.hardtanh.default,
+                           aten.hardswish_backward.default, aten.leaky_relu_backward.default,
+                           aten.hardtanh_backward.default)}
+    assert defaults == {"aten.hardswish.default": {}, "aten.leaky_relu.default": {"negative_slope": 0.01},
+                        "aten.hardtanh.default": {"min_val": -1, "max_val": 1}, "aten.hardswish_backward.default": {},
+                        "aten.leaky_relu_backward.default": {}, "aten.hardtanh_backward.default": {}}
+    assert nn.LeakyReLU().negative_slope == 0.01
+
+
 # Section 6: distributed and packaging
 
 @backs("notebooks/08_porting.ipynb", "CUDA 用 NCCL")

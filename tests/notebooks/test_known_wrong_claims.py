@@ -12,12 +12,14 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 GRADER_FILES = sorted((ROOT / "grader").rglob("*.py"))
 
 KNOWN_WRONG = {
-    # TorchScript: documented as deprecated from 2.9, announced in the 2.11 release blog, warns at run time
-    "自 2.5 起弃用": "TorchScript was not deprecated in 2.5",
-    "2.5 起弃用": "TorchScript was not deprecated in 2.5",
-    "2.5 开始弃用": "TorchScript was not deprecated in 2.5",
-    "2.5 起已弃用": "TorchScript was not deprecated in 2.5",
-    "PyTorch 2.5 起": "TorchScript was not deprecated in 2.5",
+    # TorchScript's deprecation has no single version: some torch.jit docstrings say `deprecated:: 2.5`,
+    # the docs page marks it from 2.9, the 2.11 release blog announces it, and the run-time warnings name
+    # none. A sentence dating it "from 2.5" presents one source as the answer; chapter 02 names each.
+    "自 2.5 起弃用": "one source dates TorchScript's deprecation 2.5; name the source",
+    "2.5 起弃用": "one source dates TorchScript's deprecation 2.5; name the source",
+    "2.5 开始弃用": "one source dates TorchScript's deprecation 2.5; name the source",
+    "2.5 起已弃用": "one source dates TorchScript's deprecation 2.5; name the source",
+    "PyTorch 2.5 起": "one source dates TorchScript's deprecation 2.5; name the source",
     # torch.export defaults to strict=False: Python-level tracing with fake tensors, not Dynamo
     "用同一套捕获技术": "torch.export does not use Dynamo unless strict=True",
     "用同一套捕获导出": "torch.export does not use Dynamo unless strict=True",
