@@ -6,8 +6,9 @@
 * :func:`scale_shift` is the function whose guards chapter 05 predicts and reads;
   :func:`measure_compiles` compiles it and reports which calls compiled.
 * ``BATCH_MODELS`` use the batch size in Python (``x.shape[0]``): the "compile once for
-  every batch size" exercise.
-* :func:`transformed_code` records what Dynamo put in place of a function's bytecode.
+  every batch size" exercise; :func:`one_torch_thread` scopes the chapter's timings.
+* :func:`transformed_code` records what Dynamo put in place of a function's bytecode;
+  :func:`dynamo_log` collects what Dynamo logs (warnings, graph-break reasons) as text.
 
 The private ``torch._dynamo`` APIs the chapter's helpers need (``CompileCounter``,
 ``register_bytecode_hook``) are used here, not spread over the grader; the notebook and the
@@ -27,7 +28,7 @@ from torch._dynamo.testing import CompileCounter
 
 __all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS",
            "random_break_program", "scale_shift", "make_call", "measure_compiles", "BATCH_MODELS",
-           "FEATURES", "transformed_code", "quiet_dynamo"]
+           "FEATURES", "one_torch_thread", "transformed_code", "quiet_dynamo", "dynamo_log"]
 
 
 _PROGRAM_FILE = "<program>"  # the file name of every program's code
@@ -168,6 +169,29 @@ def quiet_dynamo():
         log.setLevel(level)
 
 
+@contextlib.contextmanager
+def dynamo_log(*artifacts: str):
+    """The messages Dynamo logs inside the block — its warnings, and the ``TORCH_LOGS``
+    artifacts named (``"graph_breaks"``) — collected in a list instead of printed to
+    stderr, so that a notebook prints the line it discusses as ordinary output.
+
+    ``torch._logging.set_logs`` turns the artifacts on; Dynamo's loggers hand their records
+    to the handlers of the ``torch._dynamo`` logger, which the block replaces with its own.
+    Leaving the block resets the log settings (``set_logs()``), as the chapter does.
+    """
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    torch._logging.set_logs(**{artifact: True for artifact in artifacts})
+    dynamo_logger = logging.getLogger("torch._dynamo")
+    handlers, dynamo_logger.handlers = dynamo_logger.handlers, [handler]
+    try:
+        yield messages
+    finally:
+        dynamo_logger.handlers = handlers
+        torch._logging.set_logs()
+
+
 def transformed_code(fn, *args) -> list:
     """``[(original code, transformed code), ...]`` for every frame Dynamo compiles while
     ``torch.compile(fn, backend="eager")`` runs once on ``args``, in the order compiled."""
@@ -268,3 +292,16 @@ def batch_halves(x, w):
 
 
 BATCH_MODELS = {"batch_mlp": batch_mlp, "batch_positions": batch_positions, "batch_halves": batch_halves}
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """Time inside this block: one intra-op thread, so that on a small shared machine (the
+    course's runs have 2 cores) the other processes do not swing the numbers; the previous
+    thread count comes back afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -3,8 +3,10 @@ entries a code object carries.
 
 * :func:`frames_view` draws every frame Dynamo compiled in one run — the original function
   and the resume functions after each graph break — as a frame holding what its new
-  bytecode calls in order: compiled graphs (``__compiled_fn_*``) and the resume
-  functions (``__resume_at_*``) that continue after the instruction Python runs itself.
+  bytecode calls: compiled graphs (``__compiled_fn_*``), then the instruction Python runs
+  itself, then the resume functions (``__resume_at_*``) that continue after it. A break
+  on a call continues in one resume function; a break on a jump (``if`` on a tensor's
+  value) has one per branch, and a run takes only one of them.
 * :func:`cache_view` draws a function's cache entries in the order the C frame-evaluation
   hook checks them: the first entry whose guards pass runs; if none does, Dynamo compiles.
 
@@ -46,47 +48,72 @@ def short_name(name: str) -> str:
     return re.sub(r"_[0-9a-f]{8}(_[0-9a-f]{4}){3}_[0-9a-f]{12}$", "", name)
 
 
-def called_globals(new_code: CodeType) -> list[str]:
-    """Compiled graphs and resume functions the new bytecode loads, in order, once each."""
+def compiled_graphs(new_code: CodeType) -> list[str]:
+    """The compiled graphs the new bytecode loads, in order, once each."""
     names = []
     for inst in dis.get_instructions(new_code):
-        if (inst.opname == "LOAD_GLOBAL" and inst.argval.startswith(("__compiled_fn", "__resume_at"))
-                and inst.argval not in names):
+        if inst.opname == "LOAD_GLOBAL" and inst.argval.startswith("__compiled_fn") and inst.argval not in names:
             names.append(inst.argval)
     return names
+
+
+def resume_paths(new_code: CodeType) -> list[list[str]]:
+    """The resume functions the new bytecode calls, one list per path that ends in a return.
+
+    Each path returns what its resume calls return, so two paths are alternatives: the two
+    branches of a jump that broke the graph. Calls on one path run one after the other.
+    """
+    paths, path = [], []
+    for inst in dis.get_instructions(new_code):
+        if inst.opname == "LOAD_GLOBAL" and inst.argval.startswith("__resume_at") and inst.argval not in path:
+            path.append(inst.argval)
+        elif inst.opname in ("RETURN_VALUE", "RETURN_CONST") and path:
+            paths.append(path)
+            path = []
+    return paths + ([path] if path else [])
+
+
+def _frame_running(module_globals: dict | None, name: str, codes: list[CodeType]) -> int | None:
+    """Index of the frame whose code object is the resume function ``name``'s, if any."""
+    resume_code = getattr((module_globals or {}).get(name), "__code__", None)
+    return next((index for index, code in enumerate(codes) if code is resume_code), None)
 
 
 def frames_view(pairs, module_globals: dict | None = None, *, title: str = "") -> GraphView:
     """``pairs`` = ``[(code, new_code), ...]`` from ``register_bytecode_hook``, in order.
 
-    A resume call is linked to the frame whose code it runs when ``module_globals`` (the
-    function's ``__globals__``, where Dynamo installs the resume functions) is given.
+    With ``module_globals`` (the function's ``__globals__``, where Dynamo installs the
+    resume functions), a resume call is linked to the frame that runs its code object —
+    by identity: the resume functions of two branches share their ``co_name``. A resume
+    function no frame runs was never called, so never compiled.
     """
     view = GraphView(title=title or f"Dynamo 改写了 {len(pairs)} 个帧", direction="LR")
-    frame_of_code = {code.co_name: index for index, (code, _) in enumerate(pairs)}
+    codes = [code for code, _ in pairs]
     links = []
     for index, (code, new_code) in enumerate(pairs):
-        ids, previous = [], None
-        for name in called_globals(new_code):
-            node_id = f"f{index}.{short_name(name)}"
-            if name.startswith("__compiled_fn"):
-                view.add_node(node_id, short_name(name), COMPILED_GRAPH, ["运行捕获的 FX 图"])
-            else:
-                if previous is not None and view.node(previous).kind == COMPILED_GRAPH:
-                    python_id = f"f{index}.python"
-                    view.add_node(python_id, "中断处的指令", PYTHON_CODE, ["由 Python 照常执行"])
-                    view.add_edge(previous, python_id)
-                    ids.append(python_id)
-                    previous = python_id
-                view.add_node(node_id, short_name(name), RESUME_CALL, ["调用续行函数"])
-                resume = (module_globals or {}).get(name)
-                target = getattr(getattr(resume, "__code__", None), "co_name", None)
-                if target in frame_of_code:
-                    links.append((node_id, frame_of_code[target]))
-            if previous is not None:
-                view.add_edge(previous, node_id)
-            ids.append(node_id)
-            previous = node_id
+        ids = []
+        for name in compiled_graphs(new_code):
+            ids.append(f"f{index}.{short_name(name)}")
+            view.add_node(ids[-1], short_name(name), COMPILED_GRAPH, ["运行捕获的 FX 图"])
+        paths = resume_paths(new_code)
+        if paths:
+            ids.append(f"f{index}.python")
+            view.add_node(ids[-1], "中断处的指令", PYTHON_CODE,
+                          ["由 Python 照常执行"] + (["按条件跳到其中一支"] if len(paths) > 1 else []))
+        for before, after in zip(ids, ids[1:]):
+            view.add_edge(before, after)
+        for path in paths:
+            previous, label = f"f{index}.python", (f"{len(paths)} 选 1" if len(paths) > 1 else "")
+            for name in path:
+                node_id = f"f{index}.{short_name(name)}"
+                frame = _frame_running(module_globals, name, codes)
+                never_run = ["这次没有走到：没有编译"] if module_globals is not None and frame is None else []
+                view.add_node(node_id, short_name(name), RESUME_CALL, ["调用续行函数"] + never_run)
+                view.add_edge(previous, node_id, label)
+                if frame is not None:
+                    links.append((node_id, frame))
+                ids.append(node_id)
+                previous, label = node_id, ""
         if not ids:
             ids = [f"f{index}.empty"]
             view.add_node(ids[0], "（没有调用编译好的图）", PYTHON_CODE)

@@ -6,7 +6,9 @@ sentence, as written there. When torch changes and the test fails, its message n
 sentence to update; ``tests/facts/test_phrases.py`` checks that every phrase is still
 where its test says, so a sentence cannot change without its test noticing.
 """
+import contextlib
 import functools
+import logging
 
 
 def backs(place: str, phrase: str):
@@ -19,3 +21,17 @@ def backs(place: str, phrase: str):
                 raise AssertionError(f"torch changed: update the sentence with 「{phrase}」 in {place} ({error})") from error
         return checked
     return decorate
+
+
+@contextlib.contextmanager
+def logged(logger_name: str):
+    """The records ``logger_name`` emits inside the block (the facts tests read torch's log texts)."""
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger(logger_name)
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
