@@ -92,6 +92,7 @@ EXERCISES.append(Exercise(
     designed_cases=lambda: [
         _recorder_case("list-then-new-shape", 3, "list_append", [(8, 1, 0), (8, 1, 0), (5, 1, 0)]),
         _recorder_case("value-branch-both-ways", 4, "value_branch", [(5, 1, -1), (5, 1, 1), (3, 1, -1)]),
+        _recorder_case("three-sizes", 9, "pointwise_chain", [(3, 1, 0), (5, 1, 0), (8, 1, 0)]),
     ],
     random_cases=lambda rng: [_random_recorder_case(rng, 0)],
     produce=recorder_artifact, compare=_compare_records,
@@ -119,6 +120,13 @@ def _kernels_case(name: str, program: str, description: str = "") -> Case:
     return Case(name, lambda: {"code": generated_code(program)}, description)
 
 
+PUBLIC_KERNEL_PROGRAMS = {"linear_gelu": "逐点 → 矩阵乘 → 逐点",
+                          "matmul_chain": "两次矩阵乘，中间和之后各有逐点运算",
+                          "attention": "批量矩阵乘 (bmm) → softmax → 批量矩阵乘",
+                          "mlp_bias": "两次带偏置的矩阵乘 (addmm)，各接一个逐点运算"}
+HIDDEN_KERNEL_PROGRAMS = sorted(set(models.KERNEL_PROGRAMS) - set(PUBLIC_KERNEL_PROGRAMS))
+
+
 def kernels_artifact(function, built) -> dict:
     launches = function(built["code"])
     if not isinstance(launches, (list, tuple)) or not all(isinstance(k, str) for k in launches):
@@ -129,14 +137,11 @@ def kernels_artifact(function, built) -> dict:
 EXERCISES.append(Exercise(
     id="01.fused_kernels", title="读生成的代码：找出融合内核与库调用", function="kernel_launches",
     points=2,
-    public_cases=lambda: [
-        _kernels_case("linear_gelu", "linear_gelu", "逐点 → 矩阵乘 → 逐点"),
-        _kernels_case("matmul_chain", "matmul_chain", "两次矩阵乘，中间和之后各有逐点运算"),
-        _kernels_case("attention", "attention", "批量矩阵乘 (bmm) → softmax → 批量矩阵乘"),
-    ],
-    designed_cases=lambda: [_kernels_case("mlp_bias", "mlp_bias"), _kernels_case("two_outputs", "two_outputs")],
+    public_cases=lambda: [_kernels_case(program, program, description)
+                          for program, description in PUBLIC_KERNEL_PROGRAMS.items()],
+    designed_cases=lambda: [_kernels_case(program, program) for program in ("two_outputs", "linear_sigmoid", "scores_bias")],
     random_cases=lambda rng: [_kernels_case(f"hidden-{i}", program)
-                              for i, program in enumerate(rng.sample(sorted(models.KERNEL_PROGRAMS), 2))],
+                              for i, program in enumerate(rng.sample(HIDDEN_KERNEL_PROGRAMS, 2))],
     produce=kernels_artifact,
     compare=lambda e, g: artifact_error(g) or compare_equal(
         e["launches"], g["launches"], "call() 依次启动的内核与参考不同（融合内核用它的名字，库调用写成 extern_kernels.xxx）。"),
@@ -202,15 +207,28 @@ def _compare_compilations(expected, got) -> Verdict:
         got["measured"], got["count"], f"预测的编译次数与 Dynamo 实测的不同（dynamic={got['dynamic']}）。")
 
 
-def _batch_sequences(count: int) -> list[tuple[list[int], object]]:
-    """A fixed pool of ``(batch sizes, dynamic)``: random cases draw from it, so Dynamo is
-    measured once per pool entry however many seeds are graded."""
+def _batch_sequences(count: int) -> list[list[tuple[list[int], object]]]:
+    """Fixed pools of ``(batch sizes, dynamic)``, one per kind of trap: dynamic=None after a
+    leading 1, dynamic=False with sizes that come back, dynamic=True with a 1 among them, and
+    anything. Each seed draws one from each pool, so Dynamo is measured once per pool entry
+    however many seeds are graded."""
     rng = random.Random(1)
-    return [([rng.choice(BATCHES) for _ in range(rng.randint(2, 12))], dynamic)
-            for dynamic in (None, False, True) for _ in range(count)]
+
+    def draw(sizes: list[int], low: int = 2) -> list[int]:
+        return [rng.choice(sizes) for _ in range(rng.randint(low, 12))]
+
+    def with_one(batches: list[int]) -> list[int]:
+        batches[rng.randrange(len(batches))] = 1
+        return batches
+
+    kinds = [lambda: ([1, *draw(BATCHES)], None),
+             lambda: (draw(rng.sample(BATCHES, 3), low=4), False),
+             lambda: (with_one(draw(BATCHES)), True),
+             lambda: (draw(BATCHES), rng.choice([None, False, True]))]
+    return [[kind() for _ in range(count)] for kind in kinds]
 
 
-BATCH_SEQUENCES = _batch_sequences(10)
+BATCH_SEQUENCES = _batch_sequences(6)
 
 
 EXERCISES.append(Exercise(
@@ -222,16 +240,24 @@ EXERCISES.append(Exercise(
     ] + [
         _compilations_case("batch-1", [8, 1, 8, 3, 1], None, "batch 为 1 的输入总是被特化 (0/1 specialization)"),
         _compilations_case("only-1-differs", [4, 1, 4, 1], None, "与第一个 batch 不同的只有 1"),
+        _compilations_case("1-first", [1, 8, 16], None, "第一个 batch 是 1，之后的 8 就已经与第一个不同"),
+        _compilations_case("true-with-1", [8, 1, 8], True, "dynamic=True，序列里有 batch 1"),
+        _compilations_case("false-comes-back", [16, 32, 16, 32], False, "dynamic=False，batch 回到之前见过的大小"),
         _compilations_case("many-shapes", [2, 3, 7, 8, 16, 32, 64, 128, 1, 2], False, "10 种形状，dynamic=False"),
     ],
     designed_cases=lambda: [
         _compilations_case("none-back-and-forth", [16, 1, 16, 32, 1, 64], None),
         _compilations_case("none-1-in-between", [64, 1, 64], None),
+        _compilations_case("none-1-first-two-sizes", [1, 64, 64, 16], None),
+        _compilations_case("none-1-twice-first", [1, 1, 2, 3], None),
         _compilations_case("true-1-first", [1, 1, 2], True),
+        _compilations_case("true-1-between", [32, 1, 32, 2], True),
         _compilations_case("false-nine-shapes", [128, 1, 2, 3, 7, 8, 16, 32, 64, 1, 128], False),
+        _compilations_case("false-alternating", [8, 1, 8, 1], False),
+        _compilations_case("false-two-sizes-back", [3, 7, 3, 7, 3], False),
     ],
-    random_cases=lambda rng: [_compilations_case(f"hidden-{i}", batches, dynamic)
-                              for i, (batches, dynamic) in enumerate(rng.sample(BATCH_SEQUENCES, 4))],
+    random_cases=lambda rng: [_compilations_case(f"hidden-{i}", *rng.choice(pool))
+                              for i, pool in enumerate(BATCH_SEQUENCES)],
     produce=compilations_artifact, analyze=_with_measurement, confine_analysis=False,
     compare=_compare_compilations,
     hint="dynamic=False：每种新形状编译一次，但最多 torch._dynamo.config.recompile_limit（8）次；"
@@ -321,10 +347,14 @@ EXERCISES.append(Exercise(
     public_cases=lambda: [
         _branch_case("both-branches", 0, 8, [(1, 1), (1, -1), (1, 2), (1, -2)], "total > 0 和 total ≤ 0 两个分支"),
         _branch_case("other-first", 1, 32, [(1, -1), (1, 1)], "捕获时走的是另一个分支"),
+        _branch_case("last-mean-positive", 5, 8, [(0.01, -0.13), (1, 1)],
+                     "x ≈ -0.13：三个平均值约为 -0.10、-0.05、+0.03，total ≈ -0.11 ≤ 0"),
     ],
     designed_cases=lambda: [
         _branch_case("wide-negative-first", 2, 100, [(3, -2), (0.5, 1), (3, 2), (0.5, -1)]),
         _branch_case("single-element", 3, 1, [(1, 2), (1, -2)]),
+        _branch_case("near-zero-total", 6, 32, [(0.01, -0.12), (0.01, -0.1), (0.02, -0.14)]),
+        _branch_case("mixed-signs", 7, 64, [(3, 0.1), (3, -0.1), (4, 0.3)]),
     ],
     random_cases=lambda rng: [_random_branch_case(rng, 0, [5, 16, 64], [0.5, 1.0, 3.0], [-2, -1, 1, 2])],
     produce=capture_artifact, analyze=single_graph_facts, compare=_compare_capture,
@@ -464,13 +494,15 @@ EXERCISES.append(Exercise(
 
 # --- 01.bisect_backends ---------------------------------------------------------------------------
 
-def _bisect_case(name: str, seed: int, steps: list[str], bug, inputs: list[tuple[float, float]],
-                 description: str = "") -> Case:
-    """``BisectProgram(steps)`` on ``rand(16) * scale + shift`` for each ``(scale, shift)``,
+VECTOR = (16,)
+
+
+def _bisect_case(name: str, seed: int, steps: list[str], bug, inputs: list[tuple], description: str = "") -> Case:
+    """``BisectProgram(steps)`` on ``rand(shape) * scale + shift`` for each ``(scale, shift, shape)``,
     the pipeline with ``bug`` injected."""
     def make():
         return {"fn": models.BisectProgram(steps), "stages": models.pipeline(bug),
-                "inputs": [(torch.rand(16) * scale + shift,) for scale, shift in inputs]}
+                "inputs": [(torch.rand(shape) * scale + shift,) for scale, shift, shape in inputs]}
     return Case(name, seeded_build(seed, make), description)
 
 
@@ -494,21 +526,28 @@ def _compare_bisect(expected, got) -> Verdict:
     if expected["stage"] is None:
         message = "所有阶段的输出都与 eager 在容差内一致（浮点运算换了顺序，结果只差最后几位，不算出错），应返回 None。"
     elif got["stage"] is None:
-        message = f"阶段 {expected['stage']} 的输出与 eager 不同，但你没有发现：要检查每一个输入。"
+        message = (f"阶段 {expected['stage']} 的输出与 eager 不同，但你没有发现：要检查每一组输入；换阶段之前要 "
+                   "torch._dynamo.reset()，否则编译次数累计到 recompile_limit 之后，后面的阶段会退回 eager 运行。")
     else:
         message = f"第一个与 eager 不一致的阶段是 {expected['stage']}：阶段是累加的，出错之后的阶段也会不一致，要返回第一个。"
     return Verdict(False, message, short(expected["stage"]), short(got["stage"]))
 
 
 BISECT_BUGS = {"decompose": "gelu", "graph_pass": "scale", "codegen": "relu"}  # the step each bug needs
+BISECT_SHAPES = [VECTOR, (4, 4), (2, 8), (2, 2, 4)]
 
 
 def _random_bisect_case(rng: random.Random, index: int) -> Case:
+    """A random program with a random bug (or none), on one or two inputs of one random shape
+    (positive first when two, so that only the second may expose a bug that needs negatives;
+    one shape, so that each stage compiles once)."""
     bug = rng.choice([None, *BISECT_BUGS])
     steps = rng.sample(sorted(models.BisectProgram.STEPS), rng.randint(2, 4))
     if bug is not None and BISECT_BUGS[bug] not in steps:
         steps.insert(rng.randrange(len(steps) + 1), BISECT_BUGS[bug])
-    inputs = [(1.0, 0.5), (4.0, -2.0)] if rng.random() < 0.5 else [(4.0, -2.0)]
+    values = [(1.0, 0.5), (4.0, -2.0)] if rng.random() < 0.5 else [(4.0, -2.0)]
+    shape = rng.choice(BISECT_SHAPES)
+    inputs = [(scale, shift, shape) for scale, shift in values]
     return _bisect_case(f"hidden-{index}", rng.randrange(10**6), steps, bug, inputs)
 
 
@@ -516,19 +555,26 @@ EXERCISES.append(Exercise(
     id="01.bisect_backends", title="二分定位出错的编译阶段 (bisecting backends)", function="first_divergent_stage",
     points=3,
     public_cases=lambda: [
-        _bisect_case("gelu", 0, ["scale", "gelu", "relu"], "decompose", [(4.0, -2.0)], "某个分解 (decomposition) 写错了"),
-        _bisect_case("relu-positive-first", 1, ["shift", "relu", "tanh"], "codegen", [(1.0, 0.5), (4.0, -2.0)],
-                     "第一个输入全为正：只有第二个输入暴露问题"),
-        _bisect_case("no-bug", 2, ["scale", "tanh"], None, [(4.0, -2.0)], "没有错误，但有一个改变舍入的常量折叠"),
-        _bisect_case("fold", 3, ["square", "scale", "relu"], "graph_pass", [(4.0, -2.0)], "图变换 (graph pass) 写错了"),
+        _bisect_case("gelu", 0, ["scale", "gelu", "relu"], "decompose", [(4.0, -2.0, VECTOR)],
+                     "某个分解 (decomposition) 写错了"),
+        _bisect_case("relu-positive-first", 1, ["shift", "relu", "tanh"], "codegen",
+                     [(1.0, 0.5, VECTOR), (4.0, -2.0, VECTOR)], "第一个输入全为正：只有第二个输入暴露问题"),
+        _bisect_case("no-bug", 2, ["scale", "tanh"], None, [(4.0, -2.0, VECTOR)], "没有错误，但有一个改变舍入的常量折叠"),
+        _bisect_case("fold", 3, ["square", "scale", "relu"], "graph_pass", [(4.0, -2.0, VECTOR)],
+                     "图变换 (graph pass) 写错了"),
+        _bisect_case("two-shapes", 6, ["shift", "relu", "tanh"], "codegen", [(1.0, 0.5, VECTOR), (4.0, -2.0, (4, 4))],
+                     "两组输入形状不同（16 和 4×4）：每个阶段要编译两次"),
     ],
     designed_cases=lambda: [
-        _bisect_case("codegen-after-fold", 4, ["scale", "relu", "tanh"], "codegen", [(1.0, 0.5), (4.0, -2.0)]),
-        _bisect_case("decompose-first-step", 5, ["gelu", "shift", "relu"], "decompose", [(4.0, -2.0)]),
+        _bisect_case("codegen-after-fold", 4, ["scale", "relu", "tanh"], "codegen",
+                     [(1.0, 0.5, VECTOR), (4.0, -2.0, VECTOR)]),
+        _bisect_case("decompose-first-step", 5, ["gelu", "shift", "relu"], "decompose", [(4.0, -2.0, VECTOR)]),
+        _bisect_case("graph-pass-three-shapes", 8, ["square", "scale", "relu"], "graph_pass",
+                     [(4.0, -2.0, shape) for shape in (VECTOR, (4, 4), (2, 2, 4))]),
     ],
     random_cases=lambda rng: [_random_bisect_case(rng, 0)],
     produce=bisect_artifact, compare=_compare_bisect,
-    hint="第一步：先用 eager 算出每个输入的参考输出。第二步：按顺序对每个 (name, backend)：torch._dynamo.reset()，"
+    hint="第一步：先用 eager 算出每组输入的参考输出。第二步：按顺序对每个 (name, backend)：torch._dynamo.reset()，"
          "compiled = torch.compile(fn, backend=backend)，在每个输入上与参考比较，用 torch.allclose(..., rtol=1e-4, atol=1e-5)"
          "（不要用 torch.equal）。第三步：第一个不一致的阶段就返回它的名字；都一致返回 None。",
 ))

@@ -35,7 +35,7 @@ def seed_chain(x):
 
 
 def pointwise_chain(x):
-    """A memory-bound chain: eager writes every intermediate to memory, Inductor none."""
+    """A pointwise chain: eager writes every intermediate to memory, Inductor none."""
     return ((x.sin() + x.cos()) * 2).relu() - 0.5
 
 
@@ -162,6 +162,17 @@ def mlp_bias(x, w, b):
     return torch.addmm(b, h, w).tanh()
 
 
+def linear_sigmoid(x, w, b):
+    """``nn.functional.linear`` with a bias: one library call ``addmm``, then a pointwise kernel."""
+    return torch.nn.functional.linear(x, w, b).sigmoid()
+
+
+def scores_bias(b, q, k):
+    """Two batched products plus a bias (library calls ``baddbmm``) with a ReLU between."""
+    h = torch.baddbmm(b, q, k).relu()
+    return torch.baddbmm(b, h, h.transpose(1, 2))
+
+
 KERNEL_PROGRAMS = {
     "scaled_seed_chain": (scaled_seed_chain, ((8, 8), (8, 8))),
     "linear_gelu": (linear_gelu, ((8, 16), (16, 8))),
@@ -170,6 +181,8 @@ KERNEL_PROGRAMS = {
     "matmul_chain": (matmul_chain, ((8, 12), (12, 12))),
     "attention": (attention, ((2, 4, 8), (2, 4, 8))),
     "mlp_bias": (mlp_bias, ((8, 8), (8, 8), (8,))),
+    "linear_sigmoid": (linear_sigmoid, ((8, 12), (6, 12), (6,))),
+    "scores_bias": (scores_bias, ((2, 4, 4), (2, 4, 8), (2, 8, 4))),
 }
 
 

@@ -439,6 +439,7 @@ def test_the_recorded_chain_is_four_aten_ops():
 
 
 @backs("notebooks/00_guide.ipynb", "硬件说明写着 `torch 2.11.0+cu130`，不是本课程的 torch 2.13")
+@backs("notebooks/01_compile.ipynb", "硬件说明写着 `torch 2.11.0+cu130`，不是本课程的 torch 2.13")
 def test_the_recorded_gpu_numbers_come_from_torch_2_11_not_the_course_torch():
     recorded, _ = gpu_reference()
     assert recorded["torch"] == "2.11.0+cu130" and "torch 2.11.0+cu130" in recorded["hardware"]

@@ -10,7 +10,6 @@ import logging
 import mmap
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from course_models.ch05_models import (BATCH_MODELS, BREAK_PROGRAMS, FEATURES, STRAIGHT_LINE_PROGRAMS, dynamo_log,
                                        load_program, quiet_dynamo, scale_shift, transformed_code)
-from facts import backs, logged
+from facts import backs, logged, tlparse_report, torch_trace_logs
 
 PY = sys.version_info[:2]
 TORCH_ROOT = Path(torch.__file__).parent
@@ -981,10 +980,7 @@ TRACED_PROGRAM = ("import torch\n"
 @pytest.fixture(scope="module")
 def torch_trace_log(tmp_path_factory) -> Path:
     """The structured log of the chapter's traced program, run with TORCH_TRACE set."""
-    trace_dir = tmp_path_factory.mktemp("torch_trace")
-    subprocess.run([sys.executable, "-c", TRACED_PROGRAM], env={**os.environ, "TORCH_TRACE": str(trace_dir)},
-                   check=True, capture_output=True, timeout=300)
-    log, = trace_dir.iterdir()
+    log, = torch_trace_logs(TRACED_PROGRAM, tmp_path_factory.mktemp("torch_trace"))
     return log
 
 
@@ -1009,11 +1005,7 @@ def test_the_trace_has_one_start_graph_guards_and_metrics_event_per_frame(torch_
 
 @backs("notebooks/05_dynamo.ipynb", "目录名是 `-_帧号_编译号_尝试号`")
 def test_tlparse_writes_one_directory_per_compile_attempt(torch_trace_log, tmp_path):
-    tlparse = shutil.which("tlparse", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
-    assert tlparse, "tlparse is a dependency of the course (pyproject.toml)"
-    subprocess.run([tlparse, str(torch_trace_log), "-o", str(tmp_path / "report"), "--no-browser"],
-                   check=True, capture_output=True, timeout=120)
-    directory = json.loads((tmp_path / "report" / "compile_directory.json").read_text())
+    directory = tlparse_report(torch_trace_log, tmp_path / "report")
     pages = {compile_id: [artifact["url"] for artifact in entry["artifacts"]] for compile_id, entry in directory.items()}
     assert (tmp_path / "report" / "index.html").is_file()
     assert [url.split("/")[0] for url in pages["[0/0]"]] == ["-_0_0_0"]

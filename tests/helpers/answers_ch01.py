@@ -1,6 +1,7 @@
 """Chapter 01's catalogue: plausible wrong answers, each with the belief it embodies, and
 right answers written differently from the reference. Self-contained (pasted into notebooks)."""
 import ast
+import logging
 import re
 from collections import Counter, defaultdict
 
@@ -128,6 +129,58 @@ def record_graphs_compile_per_input(fn, inputs):
     return records
 
 
+def record_graphs_distinct_graphs(fn, inputs):
+    """A recompilation that yields a graph with the same op counts is the same graph, recorded once."""
+    records = []
+
+    def backend(gm, example_inputs):
+        counts = _op_counts(gm, _op_name)
+        if counts not in records:
+            records.append(counts)
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=backend)
+    for x in inputs:
+        compiled(x)
+    return records
+
+
+def record_graphs_explain_each_input(fn, inputs):
+    """explain() on each input lists the graphs the backend receives for that call."""
+    return [_op_counts(gm, _op_name) for x in inputs for gm in torch._dynamo.explain(fn)(x).graphs]
+
+
+def record_graphs_static_shapes(fn, inputs):
+    """dynamic=False makes the count exact (one graph per shape) without changing what the backend sees."""
+    records = []
+
+    def backend(gm, example_inputs):
+        records.append(_op_counts(gm, _op_name))
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=backend, dynamic=False)
+    for x in inputs:
+        compiled(x)
+    return records
+
+
+def record_graphs_counters_kept(fn, inputs):
+    """The backend keeps Counter objects (a dict subclass), method calls counted before functions."""
+    records = []
+
+    def backend(gm, example_inputs):
+        nodes = list(gm.graph.nodes)
+        counts = Counter(n.target for n in nodes if n.op == "call_method")
+        counts.update(n.target.__name__ for n in nodes if n.op == "call_function")
+        records.append(counts)
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=backend)
+    for x in inputs:
+        compiled(x)
+    return records
+
+
 # --- 01.fused_kernels --------------------------------------------------------------------
 
 def _call_body(code):
@@ -159,6 +212,23 @@ def kernel_launches_mm_only(code):
     return re.findall(r"^\s+(cpp_fused_\w+|extern_kernels\.mm)\(", _call_body(code), flags=re.MULTILINE)
 
 
+def kernel_launches_mm_and_bmm(code):
+    """The library calls on CPU are the matrix products shown in the notebook: mm and bmm."""
+    return re.findall(r"^\s+(cpp_fused_\w+|extern_kernels\.(?:mm|bmm))\(", _call_body(code), flags=re.MULTILINE)
+
+
+def kernel_launches_first_launch_only(code):
+    """A kernel launched twice is still one kernel: list each launched name once, in order."""
+    return list(dict.fromkeys(re.findall(r"^\s+(cpp_fused_\w+|extern_kernels\.\w+)\(", _call_body(code),
+                                         flags=re.MULTILINE)))
+
+
+def kernel_launches_definition_order(code):
+    """Fused kernels run in the order the file defines them; the library calls come after them."""
+    fused = re.findall(r"^(cpp_fused_\w+) = async_compile", code, flags=re.MULTILINE)
+    return fused + re.findall(r"^\s+(extern_kernels\.\w+)\(", _call_body(code), flags=re.MULTILINE)
+
+
 def kernel_launches_every_call(code):
     """Every call statement in call() launches a kernel (allocations and size asserts too)."""
     body = _call_body(code).split("runner = Runner", 1)[0]
@@ -185,6 +255,15 @@ def kernel_launches_ast(code):
     names = [ast.unparse(statement.value.func) for statement in call.body
              if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)]
     return [name for name in names if name.startswith(("cpp_fused_", "extern_kernels."))]
+
+
+def kernel_launches_calls_to_defined_kernels(code):
+    """Collects the names the file defines as kernels, then keeps call()'s calls to those names
+    or to extern_kernels."""
+    defined = set(re.findall(r"^(\w+) = async_compile\.cpp_pybinding", code, flags=re.MULTILINE))
+    body = _call_body(code).split("\nrunner = ", 1)[0]
+    names = re.findall(r"^[ \t]+([\w.]+)\(", body, flags=re.MULTILINE)
+    return [name for name in names if name in defined or name.startswith("extern_kernels.")]
 
 
 # --- 01.count_compilations ---------------------------------------------------------------
@@ -245,6 +324,60 @@ def count_compilations_any_change_goes_dynamic(batch_sizes, dynamic):
     return 1 + changed + (first != 1 and 1 in batch_sizes)
 
 
+def count_compilations_true_compiles_once(batch_sizes, dynamic):
+    """dynamic=True means one graph for every batch size (0/1 specialization forgotten there only)."""
+    if dynamic is True:
+        return 1
+    if dynamic is False:
+        return min(len(set(batch_sizes)), RECOMPILE_LIMIT)
+    return _static_or_dynamic_graphs(batch_sizes, dynamic)
+
+
+def count_compilations_ones_apart(batch_sizes, dynamic):
+    """Batch 1 lives apart; among batches >= 2 the first is static and the next new one goes dynamic,
+    even when a leading 1 already made the first change."""
+    big = list(dict.fromkeys(b for b in batch_sizes if b >= 2))
+    ones = int(1 in batch_sizes)
+    if dynamic is False:
+        return min(len(set(batch_sizes)), RECOMPILE_LIMIT)
+    if dynamic is True:
+        return ones + int(bool(big))
+    return ones + min(len(big), 2)
+
+
+def count_compilations_every_change(batch_sizes, dynamic):
+    """Under dynamic=False the guard remembers only the last shape: every change of batch recompiles."""
+    if dynamic is False:
+        changes = sum(1 for i, b in enumerate(batch_sizes) if i == 0 or b != batch_sizes[i - 1])
+        return min(changes, RECOMPILE_LIMIT)
+    return _static_or_dynamic_graphs(batch_sizes, dynamic)
+
+
+def count_compilations_none_covers_one(batch_sizes, dynamic):
+    """0/1 specialization only matters for dynamic=True; under None the dynamic graph serves batch 1 too."""
+    if dynamic is None:
+        return min(len(set(batch_sizes)), 2)
+    if dynamic is False:
+        return min(len(set(batch_sizes)), RECOMPILE_LIMIT)
+    return _static_or_dynamic_graphs(batch_sizes, dynamic)
+
+
+def count_compilations_frame_state(batch_sizes, dynamic):
+    """Simulates the cache entries, newest first, and automatic dynamic's memory of the size
+    seen when compiling (None once two sizes differed)."""
+    entries, seen_size, compiles = [], "unset", 0
+    for batch in batch_sizes:
+        if any(entry == batch or (entry == "dynamic" and batch >= 2) for entry in reversed(entries)):
+            continue
+        if compiles == RECOMPILE_LIMIT:
+            continue                  # Dynamo runs the frame eagerly from now on
+        seen_size = batch if seen_size == "unset" else (seen_size if seen_size == batch else None)
+        symbolic = dynamic is True or (dynamic is None and seen_size is None)
+        entries.append("dynamic" if symbolic and batch >= 2 else batch)
+        compiles += 1
+    return compiles
+
+
 def count_compilations_guard_list(batch_sizes, dynamic):
     """Simulates Dynamo's cache: a list of guards, each accepting one size or every size >= 2."""
     guards, first = [], batch_sizes[0]
@@ -282,6 +415,28 @@ def running_stats_keeps_print(x):
     print("last mean:", history[-1])
     total = torch.stack(history).sum()
     return torch.where(total > 0, x * total, x - total)
+
+
+def running_stats_logs_instead(x):
+    """Only print is a side effect Dynamo breaks on; logging the last mean instead keeps one graph."""
+    x, history = _stats_history(x)
+    logging.getLogger("running_stats").info("last mean: %s", history[-1])
+    total = torch.stack(history).sum()
+    return torch.where(total > 0, x * total, x - total)
+
+
+def running_stats_branch_on_last_mean(x):
+    """The branch tests the mean that was printed (the last one), not the sum of the three."""
+    x, history = _stats_history(x)
+    total = torch.stack(history).sum()
+    return torch.where(history[-1] > 0, x * total, x - total)
+
+
+def running_stats_branch_per_element(x):
+    """torch.where's condition is per element, so `if total > 0` becomes the sign of each x."""
+    x, history = _stats_history(x)
+    total = torch.stack(history).sum()
+    return torch.where(x > 0, x * total, x - total)
 
 
 def running_stats_keeps_if(x):
@@ -333,6 +488,18 @@ def running_stats_tensor_sum(x):
     return torch.where(total > 0, x * total, x - total)
 
 
+def running_stats_kept_outputs(x):
+    """Keeps every step's output and takes the means afterwards; the sign of the mean of the
+    means is the sign of their sum; methods (gt, mul, sub) instead of operators."""
+    steps = []
+    for _ in range(3):
+        x = torch.tanh(x * 1.5 + 0.1)
+        steps.append(x)
+    means = torch.stack([step.mean() for step in steps])
+    total = means.sum()
+    return torch.where(means.mean().gt(0), steps[-1].mul(total), steps[-1].sub(total))
+
+
 # --- 01.compile_friendly -----------------------------------------------------------------
 
 def _clip_tail(y):
@@ -356,6 +523,38 @@ def adaptive_clip_keeps_if(x):
     else:
         y = y * 0.5 + 0.5
     return _clip_tail(y)
+
+
+def adaptive_clip_float_limit(x):
+    """float(t) is not .item(), so the limit may be a Python float without breaking the graph."""
+    limit = float(x.abs().mean()) * 3
+    y = x / limit
+    y = torch.where(torch.tensor(limit > 1.0), y.clamp(-1, 1) * limit, y * 0.5 + 0.5)
+    return _clip_tail(y)
+
+
+def adaptive_clip_with_cond(x):
+    """torch.cond keeps one graph without a break, so it compiles as well as torch.where."""
+    limit = x.abs().mean() * 3
+    y = torch.cond(limit > 1.0, lambda t, l: t.clamp(-1, 1) * l, lambda t, l: t * 0.5 + 0.5, (x / limit, limit))
+    return _clip_tail(y)
+
+
+def adaptive_clip_abs_of_mean(x):
+    """The limit is three times the size of the mean, |mean(x)| (abs and mean swapped)."""
+    limit = x.mean().abs() * 3
+    y = x / limit
+    y = torch.where(limit > 1.0, y.clamp(-1, 1) * limit, y * 0.5 + 0.5)
+    return _clip_tail(y)
+
+
+def adaptive_clip_method_calls(x):
+    """Written with tensor methods (mul, div, relu), the branch a 0/1 blend."""
+    limit = x.abs().mean().mul(3)
+    y = x.div(limit)
+    large = (limit > 1).to(x.dtype)
+    y = large * (y.clamp(-1, 1) * limit) + (1 - large) * (y * 0.5 + 0.5)
+    return y.relu() + y * 0.01
 
 
 def adaptive_clip_one_branch(x):
@@ -464,8 +663,9 @@ def bisect_binary_search(fn, inputs, stages):
     return stages[low][0] if low < len(stages) else None
 
 
-def bisect_assert_close_without_reset(fn, inputs, stages):
-    """torch.testing.assert_close with the same tolerances, and no reset: a new backend recompiles."""
+def bisect_without_reset(fn, inputs, stages):
+    """A new backend makes Dynamo recompile anyway, so no reset is needed between stages
+    (torch.testing.assert_close with the same tolerances)."""
     expected = [fn(*args) for args in inputs]
     for name, backend in stages:
         compiled = torch.compile(fn, backend=backend)
@@ -473,6 +673,17 @@ def bisect_assert_close_without_reset(fn, inputs, stages):
             for args, want in zip(inputs, expected):
                 torch.testing.assert_close(compiled(*args), want, rtol=1e-4, atol=1e-5)
         except AssertionError:
+            return name
+    return None
+
+
+def bisect_compiler_reset(fn, inputs, stages):
+    """The public torch.compiler.reset(); all of a stage's outputs first, then one all()."""
+    for name, backend in stages:
+        torch.compiler.reset()
+        compiled = torch.compile(fn, backend=backend)
+        outputs = [compiled(*args) for args in inputs]
+        if not all(_agrees(got, fn(*args)) for got, args in zip(outputs, inputs)):
             return name
     return None
 
@@ -490,6 +701,12 @@ WRONG_ANSWERS = [
      "the backend sees a graph on every call, so recording each time the graph runs is the same"),
     ("01.graph_recorder", record_graphs_reset_each_input,
      "each input should be compiled from a clean state with torch._dynamo.reset(), like the notebook's demos"),
+    ("01.graph_recorder", record_graphs_distinct_graphs,
+     "a recompilation whose graph has the same op counts is the same graph, recorded once"),
+    ("01.graph_recorder", record_graphs_explain_each_input,
+     "explain() on each input lists the graphs the backend receives for that call"),
+    ("01.graph_recorder", record_graphs_static_shapes,
+     "dynamic=False makes the count exact without changing which graphs the backend receives"),
     ("01.fused_kernels", kernel_launches_definitions,
      "the kernels a file defines (cpp_fused_... = async_compile...) are the ones call() launches"),
     ("01.fused_kernels", kernel_launches_everywhere,
@@ -502,6 +719,12 @@ WRONG_ANSWERS = [
      "extern_kernels.mm (the prompt's example) is the only library call Inductor makes on CPU"),
     ("01.fused_kernels", kernel_launches_every_call,
      "every call statement in call() launches a kernel (allocations and size asserts too)"),
+    ("01.fused_kernels", kernel_launches_mm_and_bmm,
+     "the library calls on CPU are the matrix products the notebook shows, mm and bmm (addmm, baddbmm forgotten)"),
+    ("01.fused_kernels", kernel_launches_first_launch_only,
+     "a kernel launched twice is one kernel: each launched name once, in order of first launch"),
+    ("01.fused_kernels", kernel_launches_definition_order,
+     "fused kernels run in the order the file defines them, the library calls after them"),
     ("01.count_compilations", count_compilations_once_per_shape,
      "the seed's claim: every new batch size compiles once, whatever dynamic says"),
     ("01.count_compilations", count_compilations_no_one_specialization,
@@ -512,6 +735,14 @@ WRONG_ANSWERS = [
      "Dynamo keeps only the latest graph, so going back to an earlier batch size recompiles"),
     ("01.count_compilations", count_compilations_any_change_goes_dynamic,
      "under dynamic=None any change of batch size compiles the dynamic graph, even a change to 1"),
+    ("01.count_compilations", count_compilations_true_compiles_once,
+     "dynamic=True compiles exactly once, whatever the batch sizes (batch 1 forgotten there)"),
+    ("01.count_compilations", count_compilations_ones_apart,
+     "batch 1 lives apart: among batches >= 2 the first is static even after a leading 1"),
+    ("01.count_compilations", count_compilations_every_change,
+     "under dynamic=False the guard remembers only the last shape, so every change of batch recompiles"),
+    ("01.count_compilations", count_compilations_none_covers_one,
+     "0/1 specialization matters only for dynamic=True; under None the dynamic graph serves batch 1 too"),
     ("01.remove_graph_breaks", running_stats_keeps_print,
      "print is harmless to Dynamo; only the value-dependent if breaks the graph"),
     ("01.remove_graph_breaks", running_stats_keeps_if,
@@ -522,6 +753,12 @@ WRONG_ANSWERS = [
      "the graph keeps the branch taken at capture, so writing that branch (total > 0) is enough"),
     ("01.remove_graph_breaks", running_stats_with_cond,
      "torch.cond is as good as torch.where here (the prompt accepts only plain tensor ops)"),
+    ("01.remove_graph_breaks", running_stats_logs_instead,
+     "only print breaks the graph; logging the last mean instead is no Python side effect to Dynamo"),
+    ("01.remove_graph_breaks", running_stats_branch_on_last_mean,
+     "the branch tests the printed last mean rather than the sum of the three means"),
+    ("01.remove_graph_breaks", running_stats_branch_per_element,
+     "torch.where's condition is per element, so `if total > 0` becomes x > 0"),
     ("01.compile_friendly", adaptive_clip_keeps_item,
      "torch.where for the branch is the whole fix; .item() is harmless to the graph"),
     ("01.compile_friendly", adaptive_clip_keeps_if,
@@ -530,6 +767,12 @@ WRONG_ANSWERS = [
      "the data always has limit > 1, so the clamp branch is all that matters"),
     ("01.compile_friendly", adaptive_clip_sorted,
      "sorting |x| before the mean is more accurate, and one graph is all compile needs to be fast"),
+    ("01.compile_friendly", adaptive_clip_float_limit,
+     "float(t) is not .item(), so a Python float limit keeps the graph whole"),
+    ("01.compile_friendly", adaptive_clip_with_cond,
+     "torch.cond keeps one graph without a break, so it is as good as torch.where"),
+    ("01.compile_friendly", adaptive_clip_abs_of_mean,
+     "the limit is three times |mean(x)| (abs and mean taken in the other order)"),
     ("01.bisect_backends", bisect_last_divergent,
      "any divergent stage will do, so the loop runs to the end and keeps the last one"),
     ("01.bisect_backends", bisect_exact_equality,
@@ -540,6 +783,8 @@ WRONG_ANSWERS = [
      "a broken compile stage fails loudly: the first stage that raises is the culprit"),
     ("01.bisect_backends", bisect_last_agreeing,
      "the bug is in the last stage that still agrees with eager, the one before the divergence"),
+    ("01.bisect_backends", bisect_without_reset,
+     "a new backend makes Dynamo recompile anyway, so no reset is needed between stages"),
 ]
 
 RIGHT_ANSWERS = [
@@ -547,24 +792,34 @@ RIGHT_ANSWERS = [
      "defaultdict with getattr(target, '__name__', target); the backend returns gm itself"),
     ("01.graph_recorder", record_graphs_compile_per_input,
      "calls torch.compile(fn, backend=...) anew for each input (Dynamo's cache lives on fn's code)"),
+    ("01.graph_recorder", record_graphs_counters_kept,
+     "records Counter objects (a dict subclass), method calls counted before functions"),
     ("01.fused_kernels", kernel_launches_line_by_line,
      "walks call()'s lines until its return instead of a regular expression"),
     ("01.fused_kernels", kernel_launches_ast,
      "parses the file with ast and keeps call()'s top-level call statements"),
+    ("01.fused_kernels", kernel_launches_calls_to_defined_kernels,
+     "collects the defined kernel names first, then keeps call()'s calls to them or to extern_kernels"),
     ("01.count_compilations", count_compilations_guard_list,
      "simulates the cache as a list of guard predicates, the limit applying in every mode"),
     ("01.count_compilations", count_compilations_closed_form,
      "a closed formula per mode instead of a simulation"),
+    ("01.count_compilations", count_compilations_frame_state,
+     "simulates cache entries and automatic dynamic's memory of the size seen at compile time"),
     ("01.remove_graph_breaks", running_stats_mask_arithmetic,
      "blends the branches with 0/1 masks instead of torch.where"),
     ("01.remove_graph_breaks", running_stats_tensor_sum,
      "accumulates the means in a 0-d tensor instead of a list"),
+    ("01.remove_graph_breaks", running_stats_kept_outputs,
+     "keeps each step's output, branches on the mean of the means, tensor methods instead of operators"),
     ("01.compile_friendly", adaptive_clip_clamp_to_limit,
      "x.clamp(-limit, limit) with tensor bounds instead of clamping x / limit"),
     ("01.compile_friendly", adaptive_clip_mask_blend,
      "a 0/1 float mask blends the branches; the mean accumulates in float64"),
+    ("01.compile_friendly", adaptive_clip_method_calls,
+     "tensor methods (mul, div, relu) instead of operators and functions, the branch a 0/1 blend"),
     ("01.bisect_backends", bisect_binary_search,
      "binary search over the cumulative stages"),
-    ("01.bisect_backends", bisect_assert_close_without_reset,
-     "torch.testing.assert_close, and no reset between stages (a new backend recompiles)"),
+    ("01.bisect_backends", bisect_compiler_reset,
+     "the public torch.compiler.reset(); a stage's outputs all computed before comparing"),
 ]

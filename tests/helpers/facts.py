@@ -8,7 +8,13 @@ where its test says, so a sentence cannot change without its test noticing.
 """
 import contextlib
 import functools
+import json
 import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 
 def backs(place: str, phrase: str):
@@ -35,3 +41,20 @@ def logged(logger_name: str):
         yield records
     finally:
         logger.removeHandler(handler)
+
+
+def torch_trace_logs(program: str, trace_dir: Path) -> list[Path]:
+    """Run ``program`` in a fresh interpreter with ``TORCH_TRACE=trace_dir``; the logs it wrote."""
+    subprocess.run([sys.executable, "-c", program], env={**os.environ, "TORCH_TRACE": str(trace_dir)},
+                   check=True, capture_output=True, timeout=300)
+    return sorted(trace_dir.iterdir())
+
+
+def tlparse_report(log: Path, report: Path) -> dict:
+    """tlparse's report of ``log`` written to ``report``; returns its compile_directory.json.
+
+    tlparse is a console script of the course's environment: beside this Python, or on PATH."""
+    tlparse = shutil.which("tlparse", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    assert tlparse, "tlparse is a dependency of the course (pyproject.toml)"
+    subprocess.run([tlparse, str(log), "-o", str(report), "--no-browser"], check=True, capture_output=True, timeout=120)
+    return json.loads((report / "compile_directory.json").read_text(encoding="utf-8"))
