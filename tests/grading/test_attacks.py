@@ -177,18 +177,23 @@ ATTACKS["edit_delete_retype_locked_cells"] = (
     "03.remove_dropout", {"03.remove_dropout": WRONG_REMOVE_DROPOUT}, (), edit_locked_cells)
 
 
-# Attacks on the grader's own processes that only a PID namespace (bubblewrap) or a throw-away
-# uid (root) can contain: with rlimits only, learner code runs as the grader's uid, and a daemon
-# that left the process group can signal every process of it — the test run included. The
-# README names that level as "rlimits only".
-NEEDS_PROCESS_ISOLATION = {"daemon_that_leaves_the_process_group"}
+# Attacks that only bubblewrap's view or root's throw-away uid can contain. With rlimits only (an
+# ordinary user without bubblewrap; the README names that level), learner code runs as the
+# grader's uid: it can read what the grader reads, write the course's own files, and signal
+# the grader's processes. Run there, these attacks would succeed on the checkout itself (a
+# rewritten ch03_fx.py failed every later chapter 03 test) or kill the test run.
+NEEDS_ISOLATION = {
+    "daemon_that_leaves_the_process_group": "a daemon of the learner's can signal the grader",
+    "read_solutions_and_seed": "learner code can read solutions/",
+    "write_into_grader_files": "learner code can write the course's files",
+}
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_attack_scores_zero_on_the_attacked_exercise_only(name, tmp_path):
     isolation = choose_isolation()
-    if name in NEEDS_PROCESS_ISOLATION and not (isolation.allowlist or isolation.separate_uid):
-        pytest.skip(f"{isolation.description}: nothing keeps a daemon of the learner's from signalling the grader")
+    if name in NEEDS_ISOLATION and not (isolation.allowlist or isolation.separate_uid):
+        pytest.skip(f"{isolation.description}: {NEEDS_ISOLATION[name]}")
     attacked, answers, extra, edit = ATTACKS[name]
     grader_source = GRADER_FILE.read_bytes()
     path = write_answers_only(tmp_path / f"{name}.ipynb", answers, extra, edit)
