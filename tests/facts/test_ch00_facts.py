@@ -5,7 +5,6 @@ import inspect
 import io
 import logging
 import os
-import re
 import tempfile
 import warnings
 import zipfile
@@ -117,11 +116,6 @@ def test_list_backends_hides_debug_and_experimental_backends():
     assert inspect.signature(torch.compiler.list_backends).parameters["exclude_tags"].default == ("debug", "experimental")
 
 
-@backs("notebooks/00_guide.ipynb", "连隐藏的那些里也没有 `onnxrt`")
-def test_there_is_no_onnxrt_backend():
-    assert "onnxrt" not in torch.compiler.list_backends(exclude_tags=())
-
-
 @backs("notebooks/00_guide.ipynb", "`ts` 只是一个带 `debug` 标签的调试后端，在 2.13 里用它编译会报错")
 def test_the_ts_backend_is_a_debug_backend_that_fails():
     assert "ts" not in torch.compiler.list_backends() and "ts" in torch.compiler.list_backends(exclude_tags=())
@@ -199,29 +193,6 @@ def test_the_jit_deprecation_warning_is_attributed_to_torch_not_to_the_caller():
     assert deprecations and all(Path(w.filename).is_relative_to(TORCH) for w in deprecations)
 
 
-def deprecation_notes() -> dict[str, str]:
-    """Public ``torch.jit`` names whose docstring carries a Sphinx ``.. deprecated::`` note: its version and first line."""
-    notes = {}
-    for name in dir(torch.jit):
-        found = re.search(r"\.\. deprecated:: (\S+)\s+(.+)", getattr(getattr(torch.jit, name), "__doc__", None) or "")
-        if found and not name.startswith("_"):
-            notes[name] = " ".join(found.groups())
-    return notes
-
-
-@backs("notebooks/00_guide.ipynb", "文档字符串 (docstring) 带有 `.. deprecated:: 2.5` 的标注，让读者改用 `torch.compile`")
-@backs("notebooks/00_guide.ipynb", "部分 `torch.jit` API 的文档字符串标注 `deprecated:: 2.5`")
-def test_torch_jit_helper_docstrings_say_deprecated_2_5():
-    notes = deprecation_notes()
-    assert {"annotate", "isinstance", "fork", "freeze"} <= set(notes)
-    assert all(note.startswith("2.5 ") and "torch.compile" in note for note in notes.values())
-
-
-@backs("notebooks/00_guide.ipynb", "而 `script` / `trace` 自己的文档字符串里没有这条")
-def test_script_and_trace_docstrings_carry_no_deprecation_note():
-    assert not {"script", "trace"} & set(deprecation_notes())
-
-
 @backs("notebooks/00_guide.ipynb", "核对时又调用了一次 `trace_module`，所以是两条")
 def test_tracing_a_module_warns_once_as_trace_and_twice_as_trace_method():
     with warnings.catch_warnings(record=True) as caught:
@@ -230,17 +201,6 @@ def test_tracing_a_module_warns_once_as_trace_and_twice_as_trace_method():
     names = [str(w.message).split("`")[1] for w in caught if issubclass(w.category, DeprecationWarning)]
     assert names == ["torch.jit.trace", "torch.jit.trace_method", "torch.jit.trace_method"]
     assert inspect.signature(torch.jit.trace).parameters["check_trace"].default is True
-
-
-@backs("notebooks/00_guide.ipynb", "报错信息到 `at` 就结束了，这就是它的全文")
-@backs("notebooks/00_guide.ipynb", "遇到了它的类型注解 `_torchdynamo_orig_callable: Callable[..., Any]`")
-def test_scripting_a_compiled_module_fails_on_an_annotation_with_no_source_location():
-    compiled = torch.compile(MyModel())
-    assert type(compiled).__name__ == "OptimizedModule"
-    assert type(compiled).__annotations__["_torchdynamo_orig_callable"] == "Callable[..., Any]"
-    with pytest.raises(ValueError) as raised:
-        quietly(torch.jit.script, compiled)
-    assert str(raised.value) == "Unknown type annotation: 'Callable[..., Any]' at "
 
 
 @backs("notebooks/00_guide.ipynb", "编译后的包装对象无法再被脚本化")

@@ -31,24 +31,11 @@ from torch._inductor.utils import run_and_get_code
 from torch._subclasses.fake_tensor import FakeTensor
 
 from course_models.ch01_models import BREAK_SUSPECTS, running_stats, seed_chain
-from facts import backs, logged, tlparse_report, torch_trace_logs
+from facts import backs, fresh_dynamo, guards_text, logged, recording, tlparse_report, torch_trace_logs
+
+pytestmark = pytest.mark.usefixtures(fresh_dynamo.__name__)
 
 TORCH_ROOT = Path(torch.__file__).parent
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def recording(graphs: list):
-    """A backend that keeps each graph it gets and runs it as is."""
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-    return backend
 
 
 def messages(records) -> str:
@@ -74,11 +61,6 @@ def targets(gm) -> list:
 
 def explained(fn, *args):
     return torch._dynamo.explain(fn)(*args)
-
-
-def guards_text(fn, index: int) -> str:
-    """The guards of ``fn``'s cache entry ``index`` (0 is the newest)."""
-    return str(_debug_get_cache_entry_list(fn)[index].guard_manager)
 
 
 def scale_by(x, k):
@@ -327,6 +309,7 @@ def test_eager_and_aot_eager_are_debug_backends():
 
 
 @backs("notebooks/01_compile.ipynb", "2.13 里没有 `onnxrt` 后端（`torch/_dynamo/backends/onnxrt.py` 里注册它的代码已被注释掉）")
+@backs("notebooks/00_guide.ipynb", "连隐藏的那些里也没有 `onnxrt`")
 def test_there_is_no_onnxrt_backend():
     assert "onnxrt" not in torch.compiler.list_backends(exclude_tags=())
     source = (TORCH_ROOT / "_dynamo" / "backends" / "onnxrt.py").read_text(encoding="utf-8")

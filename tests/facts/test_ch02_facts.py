@@ -21,7 +21,7 @@ from torch.export import Dim
 
 from course_models.ch02_models import (LOOP_WITH_BRANCH, BoolFlagModel, ConvBNReLU, HalveUntilSmall, NumpyActivation,
                                        NumpyGate, RoutedExperts, SeedSimpleModel, TensorFlagModel, with_trained_batchnorm)
-from facts import backs
+from facts import backs, function_source
 
 TORCH_ROOT = Path(torch.__file__).parent
 TORCH_LIB = TORCH_ROOT / "lib"
@@ -46,13 +46,6 @@ def deprecations(action) -> list:
 def one_line_of(error: BaseException) -> str:
     """The last non-empty line of an error's message (TorchScript puts its source excerpt first)."""
     return [line for line in str(error).splitlines() if line.strip()][-1]
-
-
-def function_source(path: Path, name: str) -> str:
-    """A top-level function's source, read without importing its module."""
-    text = path.read_text(encoding="utf-8")
-    [function] = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == name]
-    return ast.get_source_segment(text, function)
 
 
 def jit_actions() -> dict:
@@ -166,9 +159,11 @@ def test_the_runtime_deprecation_warnings_name_no_version():
 @backs("notebooks/02_torchscript.ipynb", "上面列出的 API 标注 `.. deprecated:: 2.5`，让读者改用 `torch.compile`")
 @backs("notebooks/02_torchscript.ipynb", "部分 API 的文档字符串标注 `deprecated:: 2.5`")
 @backs("notebooks/02_torchscript.ipynb", "一批 `torch.jit` API 的文档字符串标注 `deprecated:: 2.5`")
+@backs("notebooks/00_guide.ipynb", "文档字符串 (docstring) 带有 `.. deprecated:: 2.5` 的标注，让读者改用 `torch.compile`")
+@backs("notebooks/00_guide.ipynb", "部分 `torch.jit` API 的文档字符串标注 `deprecated:: 2.5`")
 def test_the_torch_jit_docstrings_that_carry_a_deprecation_note_all_say_2_5():
     notes = deprecation_notes()
-    assert {"annotate", "freeze", "fork", "interface", "export", "ignore"} <= set(notes)
+    assert {"annotate", "isinstance", "freeze", "fork", "interface", "export", "ignore"} <= set(notes)
     assert {version for version, _ in notes.values()} == {"2.5"}
     assert all("torch.compile" in line for _, line in notes.values())
 
@@ -187,6 +182,7 @@ def test_the_deprecation_notes_have_two_wordings():
 
 @backs("notebooks/02_torchscript.ipynb", "文档字符串里没有这条标注")
 @backs("notebooks/02_torchscript.ipynb", "（`script` / `trace` / `save` / `load` 的没有）")
+@backs("notebooks/00_guide.ipynb", "而 `script` / `trace` 自己的文档字符串里没有这条")
 def test_script_trace_save_and_load_docstrings_carry_no_deprecation_note():
     assert not {"script", "trace", "save", "load"} & set(deprecation_notes())
 
@@ -576,6 +572,8 @@ def test_a_compiled_module_cannot_be_scripted():
 
 @backs("notebooks/02_torchscript.ipynb", "报错信息到 `at` 就结束了，这就是它的全文")
 @backs("notebooks/02_torchscript.ipynb", "`OptimizedModule` 带着类型注解 `Callable[..., Any]`")
+@backs("notebooks/00_guide.ipynb", "报错信息到 `at` 就结束了，这就是它的全文")
+@backs("notebooks/00_guide.ipynb", "遇到了它的类型注解 `_torchdynamo_orig_callable: Callable[..., Any]`")
 def test_scripting_a_compiled_module_fails_on_an_annotation_with_no_source_location():
     compiled = torch.compile(nn.Linear(4, 4))
     assert type(compiled).__name__ == "OptimizedModule"

@@ -1,5 +1,4 @@
 """Facts about torch 2.13 that chapter 03 (TorchFX) relies on, each pinned to its sentence."""
-import ast
 import importlib
 import importlib.util
 import inspect
@@ -11,16 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from course_models.fx_models import MixedActivations, ModelWithDropout, SeedModel, pointwise_chains
-from facts import backs
+from facts import backs, function_source
 
 # Importing Inductor (AOTAutograd compiles do) runs torch.jit.script_method inside torch, which warns;
 # that is not what these tests check.
@@ -71,13 +70,6 @@ def wrapped_in_a_notebook():
         "    return branchy(x + 1) * 3\n",
         namespace)
     return namespace
-
-
-def function_source(path: Path, name: str) -> str:
-    """A top-level function's source, read without importing its module (importing Inductor is slow)."""
-    text = path.read_text(encoding="utf-8")
-    [function] = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == name]
-    return ast.get_source_segment(text, function)
 
 
 def deprecation_warnings(capture) -> list:

@@ -28,7 +28,9 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from course_models.ch05_models import (BATCH_MODELS, BREAK_PROGRAMS, FEATURES, STRAIGHT_LINE_PROGRAMS, dynamo_log,
                                        load_program, quiet_dynamo, scale_shift, transformed_code)
-from facts import backs, logged, tlparse_report, torch_trace_logs
+from facts import backs, fresh_dynamo, guards_text, logged, recording, tlparse_report, torch_trace_logs
+
+pytestmark = pytest.mark.usefixtures(fresh_dynamo.__name__)
 
 PY = sys.version_info[:2]
 TORCH_ROOT = Path(torch.__file__).parent
@@ -36,23 +38,8 @@ DYNAMO_HEADERS = TORCH_ROOT / "include" / "torch" / "csrc" / "dynamo"
 TORCH_PYTHON_LIBRARY = TORCH_ROOT / "lib" / "libtorch_python.so"
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def sin_affine(x):
     return torch.sin(x) * 2 + 1
-
-
-def recording(graphs: list):
-    """A backend that keeps each graph it gets and runs it as is."""
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-    return backend
 
 
 def counting_runs(runs: list):
@@ -67,10 +54,6 @@ def counting_runs(runs: list):
 
 def ones_x(n: int = 4):
     return torch.ones(n)
-
-
-def guards_text(fn, index: int = 0) -> str:
-    return str(_debug_get_cache_entry_list(fn)[index].guard_manager)
 
 
 def compile_ids(fn) -> list[str]:

@@ -6,6 +6,7 @@ sentence, as written there. When torch changes and the test fails, its message n
 sentence to update; ``tests/facts/test_phrases.py`` checks that every phrase is still
 where its test says, so a sentence cannot change without its test noticing.
 """
+import ast
 import contextlib
 import functools
 import json
@@ -15,6 +16,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import torch
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 
 def backs(place: str, phrase: str):
@@ -58,3 +63,31 @@ def tlparse_report(log: Path, report: Path) -> dict:
     assert tlparse, "tlparse is a dependency of the course (pyproject.toml)"
     subprocess.run([tlparse, str(log), "-o", str(report), "--no-browser"], check=True, capture_output=True, timeout=120)
     return json.loads((report / "compile_directory.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches emptied before and after each test of a module that uses it (pytestmark)."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def recording(graphs: list):
+    """A backend that keeps each graph it gets and runs it as is."""
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    return backend
+
+
+def guards_text(fn, index: int = 0) -> str:
+    """The guards of ``fn``'s cache entry ``index`` (0 is the newest), as Dynamo prints them."""
+    return str(_debug_get_cache_entry_list(fn)[index].guard_manager)
+
+
+def function_source(path: Path, name: str) -> str:
+    """A top-level function's source, read without importing its module (importing Inductor is slow)."""
+    text = path.read_text(encoding="utf-8")
+    [function] = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == name]
+    return ast.get_source_segment(text, function)
