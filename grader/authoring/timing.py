@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
+from benchmarking import one_torch_thread
 
 from .exercise import PASS, Verdict
 
@@ -34,10 +34,8 @@ def measure_ratio(candidate: Callable, baseline: Callable, args: tuple, *, repea
     thread. A candidate that has used ``budget_s`` of CPU time is judged on the calls it
     has made (at least 3): only one far slower than the baseline does.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     fastest, spent = [math.inf, math.inf], [0, 0]
-    try:
+    with one_torch_thread():
         candidate(*args), baseline(*args)  # warm-up
         for call in range(repeats):
             for index, function in enumerate((candidate, baseline)):
@@ -48,8 +46,6 @@ def measure_ratio(candidate: Callable, baseline: Callable, args: tuple, *, repea
                 fastest[index] = min(fastest[index], elapsed)
             if call >= 2 and spent[0] > budget_s * 1e9:
                 break
-    finally:
-        torch.set_num_threads(threads)
     return fastest[0] / max(fastest[1], 1)
 
 

@@ -6,7 +6,7 @@
 * :func:`scale_shift` is the function whose guards chapter 05 predicts and reads;
   :func:`measure_compiles` compiles it and reports which calls compiled.
 * ``BATCH_MODELS`` use the batch size in Python (``x.shape[0]``): the "compile once for
-  every batch size" exercise; :func:`one_torch_thread` scopes the chapter's timings.
+  every batch size" exercise.
 * :func:`transformed_code` records what Dynamo put in place of a function's bytecode;
   :func:`dynamo_log` collects what Dynamo logs (warnings, graph-break reasons) as text.
 
@@ -28,7 +28,7 @@ from torch._dynamo.testing import CompileCounter
 
 __all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS",
            "random_break_program", "scale_shift", "make_call", "measure_compiles", "BATCH_MODELS",
-           "FEATURES", "one_torch_thread", "transformed_code", "quiet_dynamo", "dynamo_log"]
+           "FEATURES", "transformed_code", "quiet_dynamo", "dynamo_log"]
 
 
 _PROGRAM_FILE = "<program>"  # the file name of every program's code
@@ -292,16 +292,3 @@ def batch_halves(x, w):
 
 
 BATCH_MODELS = {"batch_mlp": batch_mlp, "batch_positions": batch_positions, "batch_halves": batch_halves}
-
-
-@contextlib.contextmanager
-def one_torch_thread():
-    """Time inside this block: one intra-op thread, so that on a small shared machine (the
-    course's runs have 2 cores) the other processes do not swing the numbers; the previous
-    thread count comes back afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
