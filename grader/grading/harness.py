@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import cxx_toolchain
+
 from .. import chapters
 from ..authoring import Exercise
 from ..authoring.exercise import keep_artifact
@@ -130,6 +132,10 @@ def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None
     ``exercises`` defaults to those of the notebook's chapters; batch grading passes the
     assignment's own list, so nothing a submission does to its cells can change it.
     """
+    toolchain = cxx_toolchain.current()
+    if toolchain.kind == "missing":  # compile exercises would fail for a reason not the learner's
+        raise GraderError(f"environment problem, nothing graded: {toolchain.description}, and Inductor "
+                          f"needs one. {cxx_toolchain.install_hint()}")
     exercises = exercises or graded_exercises(notebook, name)
     limits = limits or Limits(protected_paths=(str(SOLUTIONS_DIR),))
     plan = [(exercise, exercise_cases(exercise, include_hidden=include_hidden, seed=seed)) for exercise in exercises]

@@ -9,7 +9,7 @@ the same deadline. An outcome is a dict:
 - ``{"artifact": value}``: the function ran; ``value`` is plain data;
 - ``{"error": kind, ...}``: ``missing`` (no such function), ``not_implemented``,
   ``raised`` (with ``detail``), ``not_plain`` (with ``detail``), ``timeout`` (with
-  ``seconds``); the sandbox's driver adds ``crashed``, ``no_result`` and ``skipped``
+  ``seconds``), ``environment`` (no C++ compiler for Inductor, with ``detail``); the sandbox's driver adds ``crashed``, ``no_result`` and ``skipped``
   (with ``detail``) when the process itself failed a case.
 """
 from __future__ import annotations
@@ -20,6 +20,8 @@ import signal
 import threading
 import traceback
 from typing import Callable
+
+import cxx_toolchain
 
 from .plain_data import NotPlainData, dumps, loads, require_plain
 
@@ -98,6 +100,8 @@ def _outcome(function: Callable | None, produce: Callable, built: dict, timeout_
     except CaseTimeout:
         return {"error": "timeout", "seconds": timeout_s}
     except BaseException as error:  # learner code may raise SystemExit, KeyboardInterrupt, ...
+        if cxx_toolchain.compiler_missing(error):  # this machine's problem, said as such
+            return {"error": "environment", "detail": cxx_toolchain.missing_message()}
         return {"error": "raised", "detail": describe_exception(error)}
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+import cxx_toolchain
+
 from .calls import read_outcome
 from . import filesystem_view
 from .confinement import Limits, confine, strong_isolation_available
@@ -37,6 +39,7 @@ SANDBOX_UID_BASE = 61000
 SANDBOX_UIDS = 4000
 _attempts = itertools.count(1)   # attempts started by this process, across every run_in_sandbox call
 INDUCTOR_CACHE = ".inductor"   # in the attempt's home
+ZIG_CACHE = ".zig"             # in the attempt's home: zig's C++ runtime, when Inductor compiles with zig
 
 
 @dataclass
@@ -112,7 +115,8 @@ def _clean_environment(home: str, import_path: str, threads: int | None) -> dict
                TORCHINDUCTOR_COMPILE_THREADS="1",
                # Its precompiled header lives under TMPDIR, new for every attempt: building it
                # took 8 s of g++ even when the warm cache already held every kernel.
-               TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS="0")
+               TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS="0",
+               **{cxx_toolchain.ZIG_CACHE_VARIABLE: f"{home}/{ZIG_CACHE}"})
     return env
 
 
@@ -123,6 +127,14 @@ def _copy_tree(source: Path, target: Path, uid: int | None) -> None:
         for folder, dirs, files in os.walk(target):
             for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
                 os.lchown(name, uid, uid)
+
+
+def _seed_zig_cache(home: Path, uid: int | None) -> None:
+    """Without a system compiler, Inductor compiles with zig, which must write to the cache
+    holding its C++ runtime: each sandbox gets a copy of this machine's (about 90 MB, built
+    once by ``./course``), or every attempt would spend 40 s building it again."""
+    if cxx_toolchain.current().kind == "zig" and cxx_toolchain.zig_cache_dir().is_dir():
+        _copy_tree(cxx_toolchain.zig_cache_dir(), home / ZIG_CACHE, uid)
 
 
 class _Attempt:
@@ -136,6 +148,7 @@ class _Attempt:
         (home / "tmp").mkdir(parents=True, exist_ok=True)
         if limits.inductor_cache and Path(limits.inductor_cache).is_dir():
             _copy_tree(Path(limits.inductor_cache), home / INDUCTOR_CACHE, uid)
+        _seed_zig_cache(home, uid)
         if uid is not None:
             for path in (work, home, home / "tmp", work / "request.pt"):
                 os.chown(path, uid, uid)
@@ -254,6 +267,7 @@ def _fork_server(limits: Limits, isolation: Isolation, modules: list[str]) -> Fo
     _retire_server()
     work = Path(tempfile.mkdtemp(prefix="grader-forkserver-"))
     (work / "home").mkdir()
+    _seed_zig_cache(work / "home", None)
     argv = filesystem_view.command(work, ["-m", "grader.sandbox.forkserver", "FD", filesystem_view.WORK, *modules])
     # One thread while it imports, so that no thread pool exists when it forks; each
     # child then sets its own number of threads.

@@ -34,8 +34,9 @@ SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
           # the C++ compiler is /usr/bin/c++ -> /etc/alternatives/c++; the loader's cache
           "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 SANDBOX_UID = 65534                  # "nobody" inside; the invoking user outside
-# The course's own packages a notebook may import (grader: check() and the sandbox runner).
-COURSE_PACKAGES = ("grader", "toychip", "graphviews", "benchmarking", "course_models")
+# The course's own packages a notebook may import (grader: check() and the sandbox runner;
+# cxx_toolchain: every import torch runs it, see its docstring).
+COURSE_PACKAGES = ("grader", "toychip", "graphviews", "benchmarking", "course_models", "cxx_toolchain")
 
 
 # No network, IPC, UTS or cgroup sharing, its own PID namespace with no bwrap helper inside

@@ -244,6 +244,28 @@ def test_triton_kernel_names_take_the_first_three_letters_of_their_category():
     assert get_kernel_category_by_source_code("@triton_heuristics.pointwise(...)")[:3] == "poi"
 
 
+@backs("notebooks/01_compile.ipynb", "Inductor 运行环境变量 `CXX` 指定的程序，没有设置时运行 `g++`（macOS 上是 `clang++`）")
+def test_inductors_compiler_is_cxx_else_gxx_or_clangxx_on_macos():
+    source = (TORCH_ROOT / "_inductor" / "config.py").read_text()
+    assert 'os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")' in source
+
+
+@backs("notebooks/01_compile.ipynb", "torch 带的是 GNU 的 `libgomp.so.1`")
+def test_torchs_wheel_ships_gnu_openmp_and_not_llvms():
+    libraries = {path.name for path in (TORCH_ROOT / "lib").iterdir()}
+    assert "libgomp.so.1" in libraries
+    assert not any(name.startswith(("libomp", "libiomp")) for name in libraries)
+
+
+@backs("notebooks/01_compile.ipynb", "-1：与 torch.get_num_threads() 相同")
+def test_cpp_threads_minus_one_means_torchs_thread_count():
+    from torch._inductor.utils import parallel_num_threads
+
+    assert re.search(r"^class cpp:(\n    .*|\n)*?\n    threads = -1$", (TORCH_ROOT / "_inductor" / "config.py").read_text(), re.M)
+    source = inspect.getsource(parallel_num_threads)
+    assert "if threads < 1:\n        threads = torch.get_num_threads()" in source
+
+
 # --- 3. torch.compile's parameters ---------------------------------------------------------------------
 
 def compile_defaults() -> dict:

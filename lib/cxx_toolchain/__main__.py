@@ -1,0 +1,67 @@
+"""python -m cxx_toolchain [plan | warm]: the C++ compiler Inductor uses here.
+
+  (no argument)  one line: which compiler, and what it means for kernels
+  plan           for ./course, before anything is installed: "system" (a system compiler
+                 is here), "zig" (there is none; install the toolchain extra) or "none"
+                 (there is none and pip has none for this platform; what to install
+                 goes to stderr, exit status 1)
+  warm           build zig's C++ runtime once (about 40 s), so that no notebook cell waits for it
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+from . import current, install_hint, system_compiler, zig_cache_dir, zig_supported
+
+
+def plan() -> int:
+    if system_compiler() is not None:
+        print("system")
+        return 0
+    if zig_supported():
+        print("zig")
+        return 0
+    print("none")
+    print(f"错误：本机没有 C++ 编译器，课程的 torch.compile 单元格需要它。{install_hint()}", file=sys.stderr)
+    return 1
+
+
+def warm() -> int:
+    """Compile one small function with Inductor, in a throw-away Inductor cache: zig builds
+    its runtime for exactly the flags Inductor passes."""
+    toolchain = current()
+    if toolchain.kind != "zig":
+        print(f"nothing to warm: {toolchain.description}")
+        return 0 if toolchain.kind == "system" else 1
+    print("正在为 zig 的编译器构建 C++ 运行库（只需一次，约 40 秒）… (building zig's C++ runtime, once)", flush=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        import torch
+
+        x = torch.randn(8)
+        torch.compile(lambda t: (t.sin() + 1).relu())(x)
+
+    print(f"已构建：{zig_cache_dir()}（{time.monotonic() - started:.0f} 秒）。(zig's C++ runtime is ready)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cxx_toolchain", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", nargs="?", choices=("plan", "warm"))
+    command = parser.parse_args(argv).command
+    if command == "plan":
+        return plan()
+    if command == "warm":
+        return warm()
+    print(current().description)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
