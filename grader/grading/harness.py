@@ -134,8 +134,8 @@ def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None
     """
     toolchain = cxx_toolchain.current()
     if toolchain.kind == "missing":  # compile exercises would fail for a reason not the learner's
-        raise GraderError(f"environment problem, nothing graded: {toolchain.description}, and Inductor "
-                          f"needs one. {cxx_toolchain.install_hint()}")
+        raise GraderError(f"environment problem, nothing graded: {toolchain.description}; Inductor's "
+                          f"CPU kernels need it. {toolchain.remedy}")
     exercises = exercises or graded_exercises(notebook, name)
     limits = limits or Limits(protected_paths=(str(SOLUTIONS_DIR),))
     plan = [(exercise, exercise_cases(exercise, include_hidden=include_hidden, seed=seed)) for exercise in exercises]

@@ -8,7 +8,9 @@ extra), a clang with its own C library headers and linker, and ``_autoload`` -- 
 it -- points Inductor at it through ``zig-clang++``. A system compiler always wins.
 
 Kernels built by zig run on one thread: clang's OpenMP needs LLVM's runtime, and neither
-zig nor torch's wheel (GNU's ``libgomp``) ships it. This module imports only the standard
+zig nor torch's wheel (GNU's ``libgomp``) ships it. Every kernel also includes ``Python.h``
+(Inductor loads it as a small extension module), which no pip package provides: a Python
+without its headers (Debian's before ``python3-dev``) is named as missing. This module imports only the standard
 library, so ``./course`` can ask it what to install before anything is installed.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ class Toolchain:
     kind: str          # "system", "zig" or "missing"
     compiler: str      # what Inductor runs ("" when missing)
     description: str   # one line, English, for reports and CLIs
+    remedy: str = ""   # when missing: what to install, in Chinese and English
 
 
 def default_compiler() -> str:
@@ -74,15 +78,22 @@ def zig_supported() -> bool:
     return (platform.system(), platform.machine()) in ZIG_PLATFORMS
 
 
+def python_header() -> Path:
+    """The ``Python.h`` that every Inductor CPU kernel includes."""
+    return Path(sysconfig.get_paths()["include"]) / "Python.h"
+
+
 def current() -> Toolchain:
     """What a torch.compile in this environment compiles with."""
+    if not python_header().is_file():
+        return Toolchain("missing", "", f"no Python headers: {python_header()} is missing", headers_hint())
     system = system_compiler()
     if system is not None:
         return Toolchain("system", system, f"system C++ compiler {system}")
     zig = zig_executable()
     if zig is not None and zig_supported():
         return Toolchain("zig", str(WRAPPER), f"zig's clang from pip ({zig}); kernels run on one thread")
-    return Toolchain("missing", "", f"no C++ compiler: {default_compiler()} is not installed")
+    return Toolchain("missing", "", f"no C++ compiler: {default_compiler()} is not installed", install_hint())
 
 
 def zig_cache_dir() -> Path:
@@ -107,8 +118,19 @@ def install_hint() -> str:
     return f"请安装 C++ 编译器 (install a C++ compiler): {install_command()} (Fedora: sudo dnf install gcc-c++)"
 
 
+def headers_hint() -> str:
+    """What to install for this Python's C headers, in Chinese and English (CLIs)."""
+    version = "%d.%d" % sys.version_info[:2]
+    return (f"请安装 Python {version} 的 C 头文件 (install the C headers of Python {version}): "
+            f"sudo apt-get install python{version}-dev (Fedora: sudo dnf install python3-devel)，"
+            f"或者改用自带头文件的 Python（uv、conda、python.org 的安装包），用 PYTHON=/path/to/python3 指定")
+
+
 def missing_message() -> str:
-    """What a learner reads when a compile fails for want of a compiler."""
+    """What a learner reads when a compile fails for want of a compiler or of Python.h."""
+    if not python_header().is_file():
+        return ("这个 Python 没有 C 头文件（Python.h）：Inductor 把每个 CPU 内核编译成一个小的 Python 扩展模块，"
+                f"所以 torch.compile 无法运行。{headers_hint()}。")
     if sys.platform == "darwin":
         remedy = f"请安装 Xcode 命令行工具：{install_command()}。"
     else:
@@ -123,6 +145,8 @@ def compiler_missing(error: BaseException | None) -> bool:
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         if type(error).__name__ == "InvalidCxxCompiler":
+            return True
+        if type(error).__name__ == "CppCompileError" and "'Python.h' file not found" in str(error):
             return True
         if isinstance(error, OSError) and default_compiler() in str(error):
             return True

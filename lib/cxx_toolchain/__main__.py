@@ -3,8 +3,8 @@
   (no argument)  one line: which compiler, and what it means for kernels
   plan           for ./course, before anything is installed: "system" (a system compiler
                  is here), "zig" (there is none; install the toolchain extra) or "none"
-                 (there is none and pip has none for this platform; what to install
-                 goes to stderr, exit status 1)
+                 (no compiler pip can bring here, or no Python.h; what to install goes
+                 to stderr, exit status 1)
   warm           build zig's C++ runtime once (about 40 s), so that no notebook cell waits for it
 """
 from __future__ import annotations
@@ -15,18 +15,19 @@ import sys
 import tempfile
 import time
 
-from . import current, install_hint, system_compiler, zig_cache_dir, zig_supported
+from . import current, install_hint, python_header, zig_cache_dir, zig_supported
 
 
 def plan() -> int:
-    if system_compiler() is not None:
+    toolchain = current()
+    if toolchain.kind == "system":
         print("system")
         return 0
-    if zig_supported():
+    if python_header().is_file() and zig_supported():
         print("zig")
         return 0
     print("none")
-    print(f"错误：本机没有 C++ 编译器，课程的 torch.compile 单元格需要它。{install_hint()}", file=sys.stderr)
+    print(f"错误：{toolchain.description}；课程的 torch.compile 单元格需要它。{toolchain.remedy}", file=sys.stderr)
     return 1
 
 
@@ -43,8 +44,12 @@ def warm() -> int:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
         import torch
 
-        x = torch.randn(8)
-        torch.compile(lambda t: (t.sin() + 1).relu())(x)
+        try:
+            torch.compile(lambda t: (t.sin() + 1).relu())(torch.randn(8))
+        except Exception as error:  # noqa: BLE001 -- said in one line, with what to do instead
+            print(f"错误：zig 没能编译 Inductor 的内核（{type(error).__name__}: {str(error).strip()[:300]}）。"
+                  f"{toolchain.remedy or install_hint()}", file=sys.stderr)
+            return 1
 
     print(f"已构建：{zig_cache_dir()}（{time.monotonic() - started:.0f} 秒）。(zig's C++ runtime is ready)")
     return 0

@@ -78,6 +78,23 @@ def test_without_a_compiler_elsewhere_the_plan_says_what_to_install(no_system_co
     assert out == "none\n" and "sudo apt-get install g++" in err and "错误" in err
 
 
+def test_a_python_without_its_headers_is_named_up_front(monkeypatch, tmp_path, capsys):
+    """Every Inductor CPU kernel includes Python.h (it loads as an extension module)."""
+    monkeypatch.setattr(cxx_toolchain.sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    assert cli.main(["plan"]) == 1
+    out, err = capsys.readouterr()
+    version = "%d.%d" % sys.version_info[:2]
+    assert out == "none\n" and f"python{version}-dev" in err and "Python.h" in err
+    assert "Python.h" in cxx_toolchain.missing_message()
+
+
+def test_a_kernel_that_cannot_find_python_h_is_recognised():
+    from torch._inductor.exc import CppCompileError
+
+    error = CppCompileError(["zig-clang++", "k.cpp"], "k.cpp:31:10: fatal error: 'Python.h' file not found")
+    assert cxx_toolchain.compiler_missing(error)
+
+
 def test_the_install_hint_on_macos_is_the_command_line_tools(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     assert "xcode-select --install" in cxx_toolchain.install_hint()
@@ -172,7 +189,8 @@ def test_a_missing_compiler_is_the_machines_problem_in_a_check(monkeypatch):
 
 
 def test_grading_without_any_compiler_grades_nothing_and_says_why(monkeypatch):
-    monkeypatch.setattr(cxx_toolchain, "current", lambda: cxx_toolchain.Toolchain("missing", "", "no C++ compiler"))
+    missing = cxx_toolchain.Toolchain("missing", "", "no C++ compiler", cxx_toolchain.install_hint())
+    monkeypatch.setattr(cxx_toolchain, "current", lambda: missing)
     with pytest.raises(GraderError, match="environment problem, nothing graded"):
         grade_notebook(None, seed=0)
 
