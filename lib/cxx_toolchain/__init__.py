@@ -129,14 +129,16 @@ def headers_hint() -> str:
 def missing_message() -> str:
     """What a learner reads when a compile fails for want of a compiler or of Python.h."""
     if not python_header().is_file():
-        return ("这个 Python 没有 C 头文件（Python.h）：Inductor 把每个 CPU 内核编译成一个小的 Python 扩展模块，"
-                f"所以 torch.compile 无法运行。{headers_hint()}。")
+        return (f"这个 Python 没有 C 头文件（{python_header()} 不存在）：Inductor 把每个 CPU 内核编译成一个小的 "
+                f"Python 扩展模块，所以 torch.compile 无法运行。{headers_hint()}。")
     if sys.platform == "darwin":
         remedy = f"请安装 Xcode 命令行工具：{install_command()}。"
     else:
-        remedy = (f"Linux（x86_64）上重新运行 ./course，它会从 pip 装好 zig 的 clang；"
-                  f"也可以安装系统的编译器：{install_command()}（Fedora：sudo dnf install gcc-c++）。")
-    return "本机没有 C++ 编译器：Inductor 在 CPU 上要把生成的 C++ 内核编译成共享库，所以 torch.compile 无法运行。" + remedy
+        remedy = f"请安装：{install_command()}（Fedora：sudo dnf install gcc-c++）。"
+        if zig_supported():
+            remedy = "重新运行 ./course，它会从 pip 装好 zig 的 clang；也可以安装系统的编译器：" + remedy[len("请安装："):]
+    return (f"本机没有 C++ 编译器（找不到 {default_compiler()}）：Inductor 在 CPU 上要把生成的 C++ 内核编译成共享库，"
+            f"所以 torch.compile 无法运行。{remedy}")
 
 
 def compiler_missing(error: BaseException | None) -> bool:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from . import current, install_hint, python_header, zig_cache_dir, zig_supported
+from . import current, install_hint, missing_message, python_header, zig_cache_dir, zig_supported
 
 
 def plan() -> int:
@@ -27,7 +27,7 @@ def plan() -> int:
         print("zig")
         return 0
     print("none")
-    print(f"错误：{toolchain.description}；课程的 torch.compile 单元格需要它。{toolchain.remedy}", file=sys.stderr)
+    print(f"错误：{missing_message()}", file=sys.stderr)
     return 1
 
 
