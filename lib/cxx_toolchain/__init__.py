@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 WRAPPER = Path(__file__).with_name("zig-clang++")
 ZIG_VARIABLE = "CXX_TOOLCHAIN_ZIG"   # where zig-clang++ finds zig
 # zig builds its C++ runtime (libc++, compiler-rt, glibc stubs) once per target into this
-# cache, then reuses it; kernels' own objects go to the local cache, under TMPDIR.
+# cache, then reuses it; kernels' own objects go to the local cache beside it.
 ZIG_CACHE_VARIABLE = "ZIG_GLOBAL_CACHE_DIR"
 ZIG_LOCAL_CACHE_VARIABLE = "ZIG_LOCAL_CACHE_DIR"
 # Platforms where ziglang's wheel and the wrapper were tried (see README); elsewhere
@@ -172,8 +171,9 @@ def _autoload() -> None:
             from .after_import import after_import
 
             os.environ[ZIG_VARIABLE] = str(zig_executable())
-            local_cache = os.path.join(tempfile.gettempdir(), f"zig-local-cache-{os.getuid()}")
-            os.environ.setdefault(ZIG_LOCAL_CACHE_VARIABLE, local_cache)
+            # beside the global cache, private to the user (a folder under /tmp could be
+            # another user's), and not in what a grading sandbox copies
+            os.environ.setdefault(ZIG_LOCAL_CACHE_VARIABLE, str(zig_cache_dir().with_name("zig-local")))
             after_import("torch._inductor.config", _use_zig)
         elif toolchain.kind == "missing":
             from .notebook_message import explain_in_notebooks

@@ -38,7 +38,8 @@ def no_system_compiler(monkeypatch, tmp_path):
         os.symlink(subprocess.check_output(["sh", "-c", f"command -v {tool}"], text=True).strip(), bin_dir / tool)
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.delenv(cxx_toolchain.ZIG_VARIABLE, raising=False)  # set by this process's own import torch
+    for variable in (cxx_toolchain.ZIG_VARIABLE, cxx_toolchain.ZIG_LOCAL_CACHE_VARIABLE):
+        monkeypatch.delenv(variable, raising=False)  # set by this process's own import torch
     return bin_dir
 
 
@@ -148,14 +149,17 @@ def test_after_import_runs_once_the_module_is_imported(tmp_path, monkeypatch):
 AUTOLOAD_PROBE = textwrap.dedent("""
     import os, torch
     import torch._inductor.config as config
-    print(config.cpp.cxx[-1], config.cpp.threads, os.environ.get("CXX_TOOLCHAIN_ZIG", ""))
+    print(config.cpp.cxx[-1], config.cpp.threads, os.environ.get("CXX_TOOLCHAIN_ZIG", ""),
+          os.environ.get("ZIG_LOCAL_CACHE_DIR", ""))
 """)
 
 
-def test_import_torch_points_inductor_at_zig_without_a_system_compiler(no_system_compiler, fake_ziglang):
+def test_import_torch_points_inductor_at_zig_without_a_system_compiler(no_system_compiler, fake_ziglang, monkeypatch,
+                                                                      tmp_path):
+    monkeypatch.setenv(cxx_toolchain.ZIG_CACHE_VARIABLE, str(tmp_path / "zig"))
     env = {**os.environ, "PYTHONPATH": f"{fake_ziglang.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run([sys.executable, "-c", AUTOLOAD_PROBE], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(cxx_toolchain.WRAPPER), "1", str(fake_ziglang / "zig")]
+    assert out.stdout.split() == [str(cxx_toolchain.WRAPPER), "1", str(fake_ziglang / "zig"), str(tmp_path / "zig-local")]
 
 
 def test_import_torch_leaves_inductor_alone_with_a_system_compiler(no_system_compiler, fake_ziglang):
@@ -222,3 +226,15 @@ def test_each_sandbox_gets_its_own_copy_of_zigs_runtime(monkeypatch, tmp_path):
     driver._seed_zig_cache(home, None)
     assert (home / driver.ZIG_CACHE / "o" / "libc++.a").read_text() == "runtime"
     assert driver._clean_environment(str(home), "", None)[cxx_toolchain.ZIG_CACHE_VARIABLE] == f"{home}/{driver.ZIG_CACHE}"
+
+
+def test_every_cpu_kernel_includes_python_h_so_python_needs_its_headers():
+    """The README's reason for asking for python3.X-dev: Inductor's CPU kernels load as
+    extension modules (async_compile.cpp_pybinding) whose glue includes Python.h."""
+    import inspect
+
+    from torch._inductor.codecache import CppPythonBindingsCodeCache
+    from torch._inductor.codegen import cpp
+
+    assert "#include <Python.h>" in CppPythonBindingsCodeCache.suffix_template
+    assert "async_compile.cpp_pybinding(" in inspect.getsource(cpp)
