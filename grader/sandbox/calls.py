@@ -9,8 +9,9 @@ the same deadline. An outcome is a dict:
 - ``{"artifact": value}``: the function ran; ``value`` is plain data;
 - ``{"error": kind, ...}``: ``missing`` (no such function), ``not_implemented``,
   ``raised`` (with ``detail``), ``not_plain`` (with ``detail``), ``timeout`` (with
-  ``seconds``), ``environment`` (no C++ compiler for Inductor, with ``detail``); the sandbox's driver adds ``crashed``, ``no_result`` and ``skipped``
-  (with ``detail``) when the process itself failed a case.
+  ``seconds``), ``environment`` (Inductor found no C++ compiler or no Python.h, with
+  ``detail``); the sandbox's driver adds ``crashed``, ``no_result`` and ``skipped`` (with
+  ``detail``) when the process itself failed a case.
 """
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def warm() -> int:
             torch.compile(lambda t: (t.sin() + 1).relu())(torch.randn(8))
         except Exception as error:  # noqa: BLE001 -- said in one line, with what to do instead
             print(f"错误：zig 没能编译 Inductor 的内核（{type(error).__name__}: {str(error).strip()[:300]}）。"
-                  f"{toolchain.remedy or install_hint()}", file=sys.stderr)
+                  f"{install_hint()}", file=sys.stderr)
             return 1
 
     print(f"已构建：{zig_cache_dir()}（{time.monotonic() - started:.0f} 秒）。(zig's C++ runtime is ready)")
