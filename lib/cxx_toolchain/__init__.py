@@ -2,13 +2,16 @@
 
 On the CPU, Inductor compiles the C++ it generates with ``$CXX``, else ``g++`` (``clang++``
 on macOS). A laptop may have none: Ubuntu until ``build-essential``, a Mac until the Xcode
-command-line tools. ``./course`` then installs ``ziglang`` from PyPI (the ``toolchain``
-extra), a clang with its own C library headers and linker, and ``_autoload`` -- a
-``torch.backends`` entry point, so every ``import torch`` in the course's environment runs
-it -- points Inductor at it through ``zig-clang++``. A system compiler always wins.
+command-line tools. On Linux x86_64 ``./course`` then installs ``ziglang`` from PyPI (the
+``toolchain`` extra), a clang with its own C library headers and linker, and ``_autoload``
+points Inductor at it through ``zig-clang++``; elsewhere it says what to install. Whenever
+Inductor's own choice (``$CXX``, else ``g++``) is there, it is used. ``_autoload`` is a
+``torch.backends`` entry point because that is the one hook torch runs in every process
+that imports it (kernels, test workers, grading sandboxes, a ``jupyter lab`` started by
+hand), with nothing for the course to install outside pip.
 
 Kernels built by zig run on one thread: clang's OpenMP needs LLVM's runtime, and neither
-zig nor torch's wheel (GNU's ``libgomp``) ships it. Every kernel also includes ``Python.h``
+ziglang's nor torch's wheel (GNU's ``libgomp``) ships it. Every kernel also includes ``Python.h``
 (Inductor loads it as a small extension module), which no pip package provides: a Python
 without its headers (Debian's before ``python3-dev``) is named as missing. This module imports only the standard
 library, so ``./course`` can ask it what to install before anything is installed.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -147,7 +151,8 @@ def compiler_missing(error: BaseException | None) -> bool:
         seen.add(id(error))
         if type(error).__name__ == "InvalidCxxCompiler":
             return True
-        if type(error).__name__ == "CppCompileError" and "'Python.h' file not found" in str(error):
+        if type(error).__name__ == "CppCompileError" and re.search(r"'Python\.h' file not found|Python\.h: No such file",
+                                                                  str(error)):
             return True
         if isinstance(error, OSError) and default_compiler() in str(error):
             return True
@@ -171,9 +176,10 @@ def _autoload() -> None:
             from .after_import import after_import
 
             os.environ[ZIG_VARIABLE] = str(zig_executable())
-            # beside the global cache, private to the user (a folder under /tmp could be
+            # beside the global cache (private to the user: a fixed folder under /tmp could be
             # another user's), and not in what a grading sandbox copies
-            os.environ.setdefault(ZIG_LOCAL_CACHE_VARIABLE, str(zig_cache_dir().with_name("zig-local")))
+            global_cache = zig_cache_dir()
+            os.environ.setdefault(ZIG_LOCAL_CACHE_VARIABLE, str(global_cache.with_name(f"{global_cache.name}-local")))
             after_import("torch._inductor.config", _use_zig)
         elif toolchain.kind == "missing":
             from .notebook_message import explain_in_notebooks

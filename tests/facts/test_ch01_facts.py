@@ -244,10 +244,22 @@ def test_triton_kernel_names_take_the_first_three_letters_of_their_category():
     assert get_kernel_category_by_source_code("@triton_heuristics.pointwise(...)")[:3] == "poi"
 
 
-@backs("notebooks/01_compile.ipynb", "Inductor 运行环境变量 `CXX` 指定的程序，没有设置时运行 `g++`（macOS 上是 `clang++`）")
-def test_inductors_compiler_is_cxx_else_gxx_or_clangxx_on_macos():
+@backs("notebooks/01_compile.ipynb", "在 `torch._inductor.config` 被导入时由环境变量 `CXX` 决定，没有设置时是 `g++`（macOS 上是 `clang++`）")
+def test_inductors_compiler_is_cxx_at_import_else_gxx_or_clangxx_on_macos():
     source = (TORCH_ROOT / "_inductor" / "config.py").read_text()
-    assert 'os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")' in source
+    class_body = source[source.index("\nclass cpp:"):]
+    assert re.search(r'\n    cxx: .* = \(\n        None,.*\n        os\.environ\.get\("CXX", "clang\+\+" if sys\.platform == "darwin" '
+                     r'else "g\+\+"\),', class_body)
+
+
+@backs("notebooks/01_compile.ipynb", "`None` 表示“先用 conda 装一个 g++”，只在设置了 `TORCH_INDUCTOR_INSTALL_GXX` 时才这样做")
+def test_a_none_compiler_means_gxx_from_conda_only_when_asked():
+    from torch._inductor.cpp_builder import cpp_compiler_search
+
+    source = inspect.getsource(cpp_compiler_search)
+    branch = source[source.index("if cxx is None:"):source.index("subprocess.check_output")]
+    assert 'if not os.getenv("TORCH_INDUCTOR_INSTALL_GXX"):\n                    continue' in branch
+    assert "cxx = install_gcc_via_conda()" in branch
 
 
 @backs("notebooks/01_compile.ipynb", "torch 带的是 GNU 的 `libgomp.so.1`")
@@ -257,7 +269,7 @@ def test_torchs_wheel_ships_gnu_openmp_and_not_llvms():
     assert not any(name.startswith(("libomp", "libiomp")) for name in libraries)
 
 
-@backs("notebooks/01_compile.ipynb", "-1：与 torch.get_num_threads() 相同")
+@backs("notebooks/01_compile.ipynb", "与 torch.get_num_threads() 相同")
 def test_cpp_threads_minus_one_means_torchs_thread_count():
     from torch._inductor.utils import parallel_num_threads
 

@@ -89,11 +89,12 @@ def test_a_python_without_its_headers_is_named_up_front(monkeypatch, tmp_path, c
     assert "Python.h" in cxx_toolchain.missing_message()
 
 
-def test_a_kernel_that_cannot_find_python_h_is_recognised():
+@pytest.mark.parametrize("output", ["k.cpp:31:10: fatal error: 'Python.h' file not found",   # clang
+                                    "k.cpp:31:10: fatal error: Python.h: No such file or directory"])  # gcc
+def test_a_kernel_that_cannot_find_python_h_is_recognised(output):
     from torch._inductor.exc import CppCompileError
 
-    error = CppCompileError(["zig-clang++", "k.cpp"], "k.cpp:31:10: fatal error: 'Python.h' file not found")
-    assert cxx_toolchain.compiler_missing(error)
+    assert cxx_toolchain.compiler_missing(CppCompileError(["c++", "k.cpp"], output))
 
 
 def test_the_install_hint_on_macos_is_the_command_line_tools(monkeypatch):

@@ -73,7 +73,7 @@ def test_a_compile_exercise_grades_in_the_sandbox():
         assert result.passed is passes, ([(c.case, c.verdict.message) for c in result.cases], graded.notes)
 
 
-@backs("notebooks/01_compile.ipynb", "zig 和 torch 的 wheel 都不带它")
+@backs("notebooks/01_compile.ipynb", "ziglang 和 torch 的 wheel 都不带它")
 def test_zigs_wheel_has_no_llvm_openmp_runtime():
     package = cxx_toolchain.zig_executable().parent
     assert not [p for p in package.rglob("libomp*")] and not list(package.rglob("omp.h"))
