@@ -11,10 +11,11 @@ that imports it (kernels, test workers, grading sandboxes, a ``jupyter lab`` sta
 hand), with nothing for the course to install outside pip.
 
 Kernels built by zig run on one thread: clang's OpenMP needs LLVM's runtime, and neither
-ziglang's nor torch's wheel (GNU's ``libgomp``) ships it. Every kernel also includes ``Python.h``
-(Inductor loads it as a small extension module), which no pip package provides: a Python
-without its headers (Debian's before ``python3-dev``) is named as missing. This module imports only the standard
-library, so ``./course`` can ask it what to install before anything is installed.
+ziglang's nor torch's wheel (GNU's ``libgomp``) ships it. Every kernel also includes
+``Python.h`` (Inductor loads it as a small extension module), which no pip package
+provides: a Python without its headers (Debian's before ``python3-dev``) is named as
+missing. This module imports only the standard library, so ``./course`` can ask it what
+to install before anything is installed.
 """
 from __future__ import annotations
 
@@ -179,7 +180,8 @@ def _autoload() -> None:
             # beside the global cache (private to the user: a fixed folder under /tmp could be
             # another user's), and not in what a grading sandbox copies
             global_cache = zig_cache_dir()
-            os.environ.setdefault(ZIG_LOCAL_CACHE_VARIABLE, str(global_cache.with_name(f"{global_cache.name}-local")))
+            local_cache = global_cache.with_name(f"{global_cache.name}-local")
+            os.environ.setdefault(ZIG_LOCAL_CACHE_VARIABLE, str(local_cache))
             after_import("torch._inductor.config", _use_zig)
         elif toolchain.kind == "missing":
             from .notebook_message import explain_in_notebooks
