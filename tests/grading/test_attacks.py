@@ -2,7 +2,9 @@
 in "What 'cannot be fooled' means" (shared/notes/grading-lessons.md). Every one must end
 in 0 points for the attacked exercise, with a reason, while the others are graded normally.
 """
+import tempfile
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,11 @@ GRADER_FILE = Path(__file__).resolve().parents[2] / "grader" / "chapters" / "ch0
 
 # A wrong answer the attacks try to get accepted: it leaves every dropout in place.
 WRONG_REMOVE_DROPOUT = "def remove_dropout(gm):\n    return gm\n"
+
+
+# Where the pickled payload would leave its mark if it ever ran in the grader: a name of this
+# run's own (a fixed path could be another user's leftover on a shared machine).
+PAYLOAD_MARKER = Path(tempfile.gettempdir()) / f"grader-attack-payload-ran-{uuid.uuid4().hex}"
 
 
 def code(text: str) -> str:
@@ -134,14 +141,14 @@ ATTACKS = {
         import os, pathlib, pickle
         class Payload:
             def __reduce__(self):
-                return (os.system, ("touch /tmp/grader-attack-payload-ran",))
+                return (os.system, ("touch PAYLOAD_MARKER",))
         def count_ops(gm):
             for path in pathlib.Path("..").glob("task-*.pt"):
                 pass
             for index in range(40):
                 pathlib.Path(f"../task-{index}.pt").write_bytes(pickle.dumps({"artifact": Payload()}))
             os._exit(0)
-    """), "03.relu_to_gelu": code("""
+    """).replace("PAYLOAD_MARKER", str(PAYLOAD_MARKER)), "03.relu_to_gelu": code("""
         import torch
         class Shadow(torch.Tensor):
             pass
@@ -207,4 +214,4 @@ def test_attack_scores_zero_on_the_attacked_exercise_only(name, tmp_path):
         else:
             assert result.passed, (exercise_id, result.reason)
     assert GRADER_FILE.read_bytes() == grader_source
-    assert not Path("/tmp/grader-attack-payload-ran").exists()
+    assert not PAYLOAD_MARKER.exists()

@@ -2,6 +2,9 @@
 import io
 import os
 import pickle
+import tempfile
+import uuid
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,9 +12,13 @@ import torch
 from grader.sandbox.plain_data import NotPlainData, dumps, loads
 
 
+# A name of this run's own: a fixed path could be another user's leftover on a shared machine.
+PAYLOAD_MARKER = Path(tempfile.gettempdir()) / f"grader-payload-ran-{uuid.uuid4().hex}"
+
+
 class Payload:
     def __reduce__(self):
-        return (os.system, ("echo pwned > /tmp/grader-payload-ran",))
+        return (os.system, (f"echo pwned > {PAYLOAD_MARKER}",))
 
 
 class Shadow(torch.Tensor):
@@ -40,4 +47,4 @@ def test_pickled_payload_is_never_executed():
     torch.save({"artifact": Payload()}, buffer)
     with pytest.raises(NotPlainData):
         loads(buffer.getvalue())
-    assert not os.path.exists("/tmp/grader-payload-ran")
+    assert not PAYLOAD_MARKER.exists()

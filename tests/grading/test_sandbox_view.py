@@ -190,12 +190,16 @@ def run_as_ordinary_user(argv: list[str], extra_env: dict | None = None) -> subp
     """Run ``argv`` as an ordinary user: this one if the suite is not root, else a uid of
     its own (confine() keeps the interpreter reachable through a root-only home folder)."""
     work = Path(tempfile.mkdtemp(prefix="grader-ordinary-user-"))
-    env = {"PATH": os.environ["PATH"], "HOME": str(work), "TMPDIR": "/tmp", "USER": "learner",
+    # Temporary folders of this run only: pytest's /tmp/pytest-of-USER (and Inductor's
+    # /tmp/torchinductor_USER) left by another uid on a shared machine would stop the run.
+    (work / "tmp").mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(work), "TMPDIR": str(work / "tmp"), "USER": "learner",
            "LOGNAME": "learner", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONPATH": str(Path(__file__).parents[1] / "helpers"), **(extra_env or {})}
     preexec = None
     if os.geteuid() == 0:
         os.chown(work, OTHER_USER, OTHER_USER)
+        os.chown(work / "tmp", OTHER_USER, OTHER_USER)
         (work / "staging").mkdir()
         preexec = confine(Limits(memory_bytes=16 * 2**30, max_processes=4096, cpu_seconds=3600),
                           OTHER_USER, str(work / "staging"))
