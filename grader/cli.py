@@ -40,9 +40,10 @@ def cmd_check(args) -> int:
     except GraderError as error:
         print(f"错误：无法检查这本笔记本（{error}）。", file=sys.stderr)
         return 2
+    exercises = {e.id: e for e in graded_exercises(notebook, Path(args.notebook).name)}
+    print(f"正在沙箱里运行 {len(exercises)} 个练习的公开用例…", file=sys.stderr, flush=True)
     submission = grade_notebook(notebook, seed=0, name=Path(args.notebook).name, limits=_limits(args),
                                 include_hidden=False)
-    exercises = {e.id: e for e in graded_exercises(notebook, Path(args.notebook).name)}
     for result in submission.exercises:
         print(format_result(result, exercises[result.exercise_id], show_hint=False))
     for note in submission.notes:
@@ -54,7 +55,10 @@ def cmd_check(args) -> int:
 def cmd_grade(args) -> int:
     from .instructor.reports import write_gradescope, write_junit
 
-    submission = grade_file(args.submission, seed=args.seed, limits=_limits(args))
+    exercises = graded_exercises(read_notebook(args.submission), Path(args.submission).name)  # bad input: one line
+    print(f"grading {len(exercises)} exercises of {args.submission} in a sandbox (public and hidden cases)...",
+          file=sys.stderr, flush=True)
+    submission = grade_file(args.submission, seed=args.seed, limits=_limits(args), exercises=exercises)
     results = submission.exercises
     report = {"submission": str(args.submission), **submission.to_json()}
     text = json.dumps(report, ensure_ascii=False, indent=2)
@@ -75,6 +79,9 @@ def cmd_release(args) -> int:
     from .instructor.warm_cache import cache_size, inductor_cache
 
     notebooks = select_notebooks(args.assignment) if args.assignment else None
+    if not args.no_warm_cache:
+        print("each chapter's references are graded once in the sandbox, to warm its Inductor cache "
+              "(--no-warm-cache skips this)", file=sys.stderr, flush=True)
     assignments = build_course(args.outdir, notebooks, warm=not args.no_warm_cache)
     print(f"course directory: {Path(args.outdir).resolve()}")
     for name in assignments:

@@ -83,6 +83,11 @@ def select_notebooks(assignments: list[str]) -> list[Path]:
     return [available[name] for name in assignments]
 
 
+def _say(step: str) -> None:
+    """A step of a long command, on stderr beside the batch's progress lines."""
+    print(step, file=sys.stderr, flush=True)
+
+
 def run_nbgrader(course_dir: Path, *arguments: str) -> subprocess.CompletedProcess:
     """Run one nbgrader command inside ``course_dir``; raise with its log on failure.
 
@@ -108,14 +113,17 @@ def build_course(course_dir, notebooks: list[Path] | None = None, *, warm: bool 
     (course_dir / "nbgrader_config.py").write_text(CONFIG_TEMPLATE, encoding="utf-8")
     ensure_seed(course_dir)
     assignments = []
-    for notebook_path in notebooks or graded_notebooks():
+    selected = notebooks or graded_notebooks()
+    for number, notebook_path in enumerate(selected, 1):
         name = assignment_name(notebook_path)
         source = course_dir / "source" / name / notebook_path.name
         source.parent.mkdir(parents=True, exist_ok=True)
         filled = strip_outputs(inject_solutions(read_notebook(notebook_path)))
         nbformat.write(filled, source)
+        _say(f"[{number}/{len(selected)}] {name}: nbgrader generate_assignment")
         run_nbgrader(course_dir, "generate_assignment", name, "--force")
         if warm:
+            _say(f"[{number}/{len(selected)}] {name}: grading the references in the sandbox (warms its Inductor cache)")
             warm_inductor_cache(course_dir, name, source, course_seed(course_dir), _protecting(course_dir, Limits()))
         assignments.append(name)
     if not assignments:
@@ -170,12 +178,14 @@ def autograde_course(course_dir, *, jobs: int = 2, limits: Limits = Limits()) ->
     work = collect_jobs(course_dir, limits)
     if not work:
         raise GraderError(f"no submissions under {course_dir / 'submitted'} (expected submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb)")
+    _say(f"grading {len(work)} submissions, {jobs} at a time, each in its own sandbox")
     statuses = run_jobs(work, jobs)
     for assignment in sorted({s.assignment for s in statuses}):
         mine = [s for s in statuses if s.assignment == assignment]
         unreadable = [s for s in mine if s.status != "graded"]
         exclude = ",".join(s.student for s in unreadable)
         if len(unreadable) < len(mine):
+            _say(f"{assignment}: nbgrader autograde and generate_feedback ({len(mine) - len(unreadable)} submissions)")
             run_nbgrader(course_dir, "autograde", assignment, "--force",
                          *([f"--CourseDirectory.student_id_exclude={exclude}"] if exclude else []))
             run_nbgrader(course_dir, "generate_feedback", assignment, "--force",

@@ -54,6 +54,7 @@ def build_site(output: Path = DEFAULT_OUTPUT, cache: Path = DEFAULT_CACHE, worke
     chapters = executed_notebooks(chapter_notebooks(), run_inputs(), cache / "executed", workers=workers)
     sources, html = cache / "sources", cache / "html"
     assemble_sources(chapters, sources)
+    print(f"rendering {len(chapters)} chapters and the index with Sphinx into {output}", flush=True)
     # -W: a warning (a missing image, a broken cross-reference) fails the build; -q: only problems.
     # Sphinx writes into the cache (myst-nb puts its jupyter_execute/ beside the html folder).
     status = build_main(["-b", "html", "-q", "-W", "--keep-going", "-c", str(SITE_CONFIG),

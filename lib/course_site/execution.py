@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import nbclient
@@ -59,10 +60,14 @@ def executed_notebooks(notebooks: list[Path], inputs: list[Path], cache: Path, w
     if missing:
         print(f"running {len(missing)} chapter notebook(s), {workers} at a time: "
               + ", ".join(path.name for path in missing), flush=True)
+        started = time.monotonic()
         with ProcessPoolExecutor(max_workers=workers) as pool:
+            running = {pool.submit(execute_notebook, path, cached[path]): path for path in missing}
             try:
-                for path, _ in zip(missing, pool.map(execute_notebook, missing, [cached[p] for p in missing])):
-                    print(f"  ran {path.name}", flush=True)
+                for done, future in enumerate(as_completed(running), 1):
+                    future.result()
+                    print(f"  [{done}/{len(missing)}] ran {running[future].name} "
+                          f"({time.monotonic() - started:.0f} s since the start)", flush=True)
             except SiteBuildError:
                 pool.shutdown(cancel_futures=True)
                 raise
