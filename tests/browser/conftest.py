@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import failure_screenshots  # noqa: E402
 from checkout import checkout_state  # noqa: E402
 from course_server import CourseServer  # noqa: E402
 
@@ -19,6 +20,30 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: drives JupyterLab in chromium (./course browser-test)")
+
+
+SCREENSHOT_FOLDER = pytest.StashKey[Path]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def screenshot_folder(tmp_path_factory, request):
+    request.config.stash[SCREENSHOT_FOLDER] = tmp_path_factory.getbasetemp() / "failure-screenshots"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test leaves a screenshot of each open page (pytest's temporary folder)."""
+    report = (yield).get_result()
+    if report.failed and SCREENSHOT_FOLDER in item.config.stash:
+        for problem in failure_screenshots.take(item.config.stash[SCREENSHOT_FOLDER], f"{item.name}-{report.when}"):
+            report.sections.append(("failure screenshot", problem))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if failure_screenshots.taken:
+        terminalreporter.section("screenshots of the failures")
+        for path in failure_screenshots.taken:
+            terminalreporter.line(f"screenshot: {path}")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +86,7 @@ def lab(course_server, chromium):
     from lab_page import LabPage
 
     link = course_server.printed_link()
-    page = chromium.new_page(viewport={"width": 1400, "height": 900})
-    page.set_default_timeout(60_000)
-    page.goto(link)
-    yield LabPage(page, link)
+    with failure_screenshots.open_page(chromium, viewport={"width": 1400, "height": 900}) as page:
+        page.set_default_timeout(60_000)
+        page.goto(link)
+        yield LabPage(page, link)

@@ -9,6 +9,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from course_site.build import DEFAULT_OUTPUT
+from failure_screenshots import open_page
 
 pytestmark = pytest.mark.browser
 
@@ -31,10 +32,9 @@ def site_url():
 
 @pytest.fixture
 def page(chromium):
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    page.set_default_timeout(30_000)
-    yield page
-    page.close()
+    with open_page(chromium, viewport={"width": 1280, "height": 900}) as page:
+        page.set_default_timeout(30_000)
+        yield page
 
 
 def test_chapter_page_shows_its_title_an_svg_graph_and_the_search_box(page, site_url, tmp_path):
