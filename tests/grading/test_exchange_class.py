@@ -3,88 +3,38 @@
 The instructor releases chapter 03 from the course directory into the exchange, two
 students fetch it, answer and submit; the instructor collects, grades through the isolated
 harness and returns feedback, which each student fetches with their own score. Then the
-second student tries to reach what is not theirs. JupyterHub itself is not started: it only
-puts a web login in front of these same accounts, exchange and commands.
+second student tries to reach what is not theirs. JupyterHub is not started here (tests/hub
+does): it only puts a web login in front of these same accounts, exchange and commands.
 
 Creating accounts needs root (CI runs as root): otherwise the test is skipped, and fails
 instead when GRADER_REQUIRE_EXCHANGE=1. About 5 minutes on a busy 2-core machine: 14 nbgrader
 commands of 10-15 s each (their start-up) and 100 s of grading.
 """
-import os
-import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from class_accounts import assert_allowed, assert_denied, class_accounts, unreachable_for_others
-from grader import chapters
-from notebook_builders import write_filled, wrong_answer_source
-from answers_ch03 import fold_conv_bn_ignoring_users
-
-COURSE_ID = "pytorch-compiler-course"
-# The snippet the README gives for /etc/jupyter/nbgrader_config.py, here per account.
-EXCHANGE_CONFIG = """c = get_config()
-c.Exchange.root = {root!r}
-c.CourseDirectory.course_id = "pytorch-compiler-course"
-"""
-POINTS = {exercise.id: exercise.points for exercise in chapters.chapter("03")}
-FULL = sum(POINTS.values())
-WRONG = {"03.fold_conv_bn": wrong_answer_source(fold_conv_bn_ignoring_users, "fold_conv_bn")}
+from class_accounts import assert_allowed, assert_denied, class_accounts, class_folder
+from class_exchange import (COURSE_ID, WRONG, assert_own_scores, grade_and_return, open_exchange,
+                            release_chapter_03)
+from notebook_builders import write_filled
 
 LIST = "os.listdir(path)"
 READ = "open(path, 'rb').read()"
 WRITE = "open(path, 'w').write('x')"
 
 
-def require_class_machine() -> None:
-    """Skip (or fail under GRADER_REQUIRE_EXCHANGE=1) where accounts cannot be made."""
-    if os.geteuid() != 0:
-        reason = "creating the class's Linux accounts needs root (CI runs as root)"
-    elif shutil.which("useradd") is None:
-        reason = "useradd is not installed"
-    else:
-        return
-    if os.environ.get("GRADER_REQUIRE_EXCHANGE") == "1":
-        pytest.fail(f"GRADER_REQUIRE_EXCHANGE=1 but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture
 def class_root():
-    """A folder every account can enter (pytest's own temporary folders are closed to them)."""
-    require_class_machine()
-    closed = unreachable_for_others()
-    if closed:
-        pytest.fail(f"the class's accounts cannot run this checkout or its virtualenv: {', '.join(closed)} "
-                    "is closed to other users; put the checkout and .venv where others can read them (e.g. /opt)")
-    root = Path(tempfile.mkdtemp(prefix="grader-class-"))
-    root.chmod(0o755)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def feedback_score(html: str) -> tuple[float, float]:
-    found = re.search(r"03_fx \(Score: ([\d.]+) / ([\d.]+)\)", html)
-    assert found, html[:2000]
-    return float(found.group(1)), float(found.group(2))
+    with class_folder("GRADER_REQUIRE_EXCHANGE") as root:
+        yield root
 
 
 def run_the_class(root: Path, teacher, students: dict, answers: dict, scratch: Path) -> Path:
     """Release → fetch, answer, submit → collect, autograde, release feedback → fetch
     feedback, each step as its own account; returns the course directory."""
-    exchange = root / "exchange"
-    exchange.mkdir()
-    exchange.chmod(0o1777)  # like /tmp: anyone may create, nobody may rename another's folder
-    for account in (teacher, *students.values()):
-        account.write(account.home / ".jupyter" / "nbgrader_config.py", EXCHANGE_CONFIG.format(root=str(exchange)))
-
-    course = teacher.home / "course"
-    teacher.succeed("python", "-m", "grader", "release", course, "--assignment", "ch03")
-    teacher.succeed("chmod", "700", course)
-    assert sorted(p.name for p in (course / "release").iterdir()) == ["ch03"]
-    teacher.succeed("python", "-m", "nbgrader", "release_assignment", "ch03", cwd=course)
+    open_exchange(root, (teacher, *students.values()))
+    course = release_chapter_03(teacher)
 
     for name, student in students.items():
         student.succeed("python", "-m", "nbgrader", "fetch_assignment", "ch03")
@@ -93,11 +43,7 @@ def run_the_class(root: Path, teacher, students: dict, answers: dict, scratch: P
         student.write(fetched, answered.read_text(encoding="utf-8"))
         student.succeed("python", "-m", "nbgrader", "submit", "ch03")
 
-    teacher.succeed("python", "-m", "nbgrader", "collect", "ch03", cwd=course)
-    graded = teacher.succeed("python", "-m", "grader", "autograde", course, "--case-timeout", "30", cwd=course)
-    if os.environ.get("GRADER_REQUIRE_BUBBLEWRAP") == "1":
-        assert "isolation: bubblewrap" in graded, graded
-    teacher.succeed("python", "-m", "nbgrader", "release_feedback", "ch03", cwd=course)
+    grade_and_return(teacher, course)
     for student in students.values():
         student.succeed("python", "-m", "nbgrader", "fetch_feedback", "ch03")
     return course
@@ -116,9 +62,7 @@ def test_two_students_exchange_chapter_03_and_cannot_reach_each_other(class_root
                                {"one": {}, "two": WRONG}, tmp_path)
 
         # Each student fetched their own feedback with their own score.
-        assert feedback_score(own_feedback(one).read_text(encoding="utf-8")) == (FULL, FULL)
-        two_score, two_max = feedback_score(own_feedback(two).read_text(encoding="utf-8"))
-        assert FULL - POINTS["03.fold_conv_bn"] <= two_score < FULL == two_max  # the wrong fold's partial credit
+        assert_own_scores(own_feedback(one).read_text(encoding="utf-8"), own_feedback(two).read_text(encoding="utf-8"))
 
         # inbound/: nobody but the instructor lists it, and a submission's folder name ends in
         # a random part, so knowing the student, the assignment and even the exact time is not enough.

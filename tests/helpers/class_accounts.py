@@ -13,11 +13,16 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from grader.sandbox.confinement import closed_passage, interpreter_passage, isolate_filesystem
 
@@ -57,11 +62,47 @@ class Account:
         assert done.returncode == 0, f"{self.name}: {' '.join(map(str, command))}\n{done.stdout}\n{done.stderr}"
         return done.stdout + done.stderr
 
+    def set_password(self, password: str) -> None:
+        """Give this account a password (for a login through PAM, as JupyterHub's)."""
+        subprocess.run(["chpasswd"], input=f"{self.name}:{password}\n", text=True, check=True, capture_output=True)
+
     def write(self, path: Path, text: str) -> None:
         """Write ``text`` to ``path`` as this account (folders made as needed)."""
         self.succeed("python", "-c", "import pathlib, sys; path = pathlib.Path(sys.argv[1]); "
                      "path.parent.mkdir(parents=True, exist_ok=True); path.write_text(sys.stdin.read())",
                      path, stdin=text)
+
+
+def skip_unless_required(reason: str, requirement: str) -> NoReturn:
+    """Skip with ``reason``; fail instead where the environment variable ``requirement`` is 1 (CI)."""
+    if os.environ.get(requirement) == "1":
+        pytest.fail(f"{requirement}=1 but {reason}")
+    pytest.skip(reason)
+
+
+def require_class_machine(requirement: str) -> None:
+    """Skip (or fail under ``requirement``=1) where accounts cannot be made."""
+    if os.geteuid() != 0:
+        skip_unless_required("creating the class's Linux accounts needs root (CI runs as root)", requirement)
+    if shutil.which("useradd") is None:
+        skip_unless_required("useradd is not installed", requirement)
+
+
+@contextmanager
+def class_folder(requirement: str):
+    """A folder every account can enter (pytest's own temporary folders are closed to them),
+    removed afterwards; skipped (or failed under ``requirement``=1) where accounts cannot be made."""
+    require_class_machine(requirement)
+    closed = unreachable_for_others()
+    if closed:
+        pytest.fail(f"the class's accounts cannot run this checkout or its virtualenv: {', '.join(closed)} "
+                    "is closed to other users; put the checkout and .venv where others can read them (e.g. /opt)")
+    root = Path(tempfile.mkdtemp(prefix="grader-class-"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def unreachable_for_others() -> list[str]:
@@ -80,6 +121,18 @@ def _create(name: str, root: Path) -> Account:
     return Account(name, entry.pw_uid, entry.pw_gid, home, root / "staging")
 
 
+def _end_processes(account: Account) -> None:
+    """Kill what still runs as ``account`` (a server that a hub spawned), which would keep
+    userdel from removing it."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            real_uid = next(line for line in status.read_text().splitlines() if line.startswith("Uid:")).split()[1]
+            if int(real_uid) == account.uid:
+                os.kill(int(status.parent.name), signal.SIGKILL)
+        except (OSError, StopIteration):
+            continue  # it ended meanwhile
+
+
 @contextmanager
 def class_accounts(roles: tuple[str, ...], root: Path):
     """{role: Account}, one fresh account per role, homes under ``root``; every account
@@ -94,6 +147,7 @@ def class_accounts(roles: tuple[str, ...], root: Path):
         yield created
     finally:
         for account in created.values():
+            _end_processes(account)
             subprocess.run(["userdel", "--remove", account.name], check=False, capture_output=True)
         shutil.rmtree(root / "home", ignore_errors=True)
 
