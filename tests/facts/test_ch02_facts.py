@@ -499,7 +499,7 @@ def test_the_wheel_ships_headers_and_libraries():
 
 @backs("notebooks/02_torchscript.ipynb", "`libtorch.so` 只是一个几乎空的壳")
 def test_libtorch_is_a_stub_and_the_code_is_in_torch_cpu():
-    assert (TORCH_LIB / "libtorch.so").stat().st_size < 64 * 1024
+    assert (TORCH_LIB / "libtorch.so").stat().st_size < 256 * 1024   # CPU build 8 KB, CUDA build 89 KB
     assert (TORCH_LIB / "libtorch_cpu.so").stat().st_size > 100 * 1024 * 1024
 
 
