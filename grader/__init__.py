@@ -4,6 +4,7 @@ Notebooks use one function, ``from grader import check``; ``python -m grader`` i
 command line for learners, instructors and CI. The packages are layered by role; each
 imports only those above it in this list::
 
+    errors       GraderError: bad input (file, notebook, exercise id), reported in one line
     sandbox      learner code: the one call, the plain-data boundary, the confined process
     authoring    what exercises are declared with (Exercise, Case, artifact helpers)
     chapters     the declarations, one module per chapter, loaded lazily

@@ -1,19 +1,21 @@
 """toychip: a simulated accelerator plugged into PyTorch 2.13 where real vendors plug in.
 
-``import toychip`` registers the chip at every level, in the order a vendor integrates
-(and the order data flows)::
+``import toychip`` registers the chip at every level. Its modules, bottom-up -- the order
+a vendor integrates and data flows; each imports only modules above it in this list
+(``tests/test_import_layers.py`` checks it)::
 
-    spec      ChipSpec: the data sheet the simulated clock charges with
+    spec      the "toychip" device name, ChipSpec (the data sheet), the spec plugged in, index checks
+    ledger    the open profiles, the current stream, charge_kernel/copy/malloc: what the chip's work costs
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
-    memory    device memory = NumPy buffers on the tensor's storage, aliasing views
     allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
-    device    the "toychip" device name, device module (torch.toychip), RNG
-    clock     deterministic simulated time: toychip.profile()
+    memory    device memory = NumPy buffers on the tensor's storage, aliasing views
     streams   torch.toychip.Stream / Event: per-stream timelines on the simulated clock
+    device    the device module PyTorch calls (torch.toychip): registration, RNG, memory stats
     trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
+    clock     deterministic simulated time: toychip.profile(), Profile adds up the ledger's charges
     kernels   the kernel library (the vendor SDK), NumPy
-    op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
     registration  native_functions.yaml declares the ops; checked and registered as torchgen does
+    op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
     autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for the matmul family
@@ -25,8 +27,8 @@
     codegen   readable Python for each scheduled graph
     lazy_ir   the pending graph as plain IRNode records, its structural hash
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
-    compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
     dynamo_interface  the chip's torch._dynamo DeviceInterface (registered with the compiler)
+    compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
     views     GraphView data for the course's visualisers
     opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
 

@@ -48,6 +48,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
+from . import ledger
+
 MIN_BLOCK = 512                  # CUDA's kMinBlockSize
 LARGE_REQUEST = 1 << 20          # above this, requests round to LARGE_ROUND (kSmallSize)
 LARGE_ROUND = 2 << 20            # CUDA's large-segment granularity (kRoundLarge)
@@ -139,7 +141,7 @@ class CachingAllocator:
         return lease
 
     def _reserve(self, size: int) -> Block:
-        """A cache miss: reserve a new block from the device (charged on the clock)."""
+        """A cache miss: reserve a new block from the device (charged to the ledger)."""
         block = Block(size)
         self._blocks.append(block)
         self.num_device_alloc += 1
@@ -147,8 +149,7 @@ class CachingAllocator:
             stat.current += amount
             stat.allocated += amount
             stat.peak = max(stat.peak, stat.current)
-        from .clock import charge_malloc  # clock -> device -> allocator: import when first missed
-        charge_malloc(size)
+        ledger.charge_malloc(size)
         return block
 
     def _choose(self, size: int) -> Block:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from .device import NAME
+from .spec import NAME
 
 # Ops autocast runs in the lower precision (CUDA's "lower_precision_fp" list, chip subset).
 LOWER_PRECISION_OPS = ("mm", "addmm", "bmm", "convolution")

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from . import clock
+from . import ledger
 from .fusion import KernelGroup, node_kind, schedule
 from .memory import NUMPY_DTYPE
 from .kernels import KERNELS
@@ -37,16 +37,16 @@ from .op_table import GRAPH_TABLE, OpEntry
 
 
 class ChipKernel:
-    """A launchable kernel: calling it runs ``fn`` and charges one launch to the clock."""
+    """A launchable kernel: calling it runs ``fn`` and charges one launch to the ledger."""
 
     def __init__(self, name: str, fn: Callable, flops: Callable, kind: str = "single"):
         self.name, self.fn, self.flops, self.kind = name, fn, flops, kind
 
     def __call__(self, *args, **kwargs):
         out = self.fn(*args, **kwargs)
-        if clock._active and self.kind != "view":
+        if ledger.charging() and self.kind != "view":
             outs = out if isinstance(out, tuple) else (out,)
-            clock.charge_kernel(self.name, clock.array_bytes(args) + clock.array_bytes(outs), self.flops(args, outs))
+            ledger.charge_kernel(self.name, ledger.array_bytes(args) + ledger.array_bytes(outs), self.flops(args, outs))
         return out
 
 

@@ -32,7 +32,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
-from . import dynamo_interface, memory
+from . import dynamo_interface, ledger
 from .codegen import Program, generate
 from .decompositions import GRAPH_DECOMPOSITIONS
 from .memory import NUMPY_DTYPE, as_numpy, wrap
@@ -81,7 +81,7 @@ class ChipIsland(torch.nn.Module):
     def forward(self, *args):
         arrays = [as_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
         out = self.program.fn(*arrays)
-        if not memory._counters:
+        if not ledger.charging():
             return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
         # A view of an input (say t(weight), saved for the backward) is no new memory.
         inputs = {id(_owner(a)) for a in arrays if isinstance(a, np.ndarray)}

@@ -8,7 +8,8 @@ This module *is* that device module: after ``import toychip``, ``torch.toychip``
 with ``torch.cuda``'s API where it applies: device selection, RNG state, memory
 statistics (:mod:`toychip.allocator`), streams and events (:mod:`toychip.streams`).
 Where a Python backend cannot do what a C++ one does -- one device index, streams only
-on the simulated clock -- the docstrings say so.
+on the simulated clock -- the docstrings say so. The name, the spec and the index checks
+come from :mod:`toychip.spec`, below every other part of the runtime.
 """
 from __future__ import annotations
 
@@ -19,24 +20,11 @@ import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
 from .allocator import ALLOCATOR
-from .spec import DEFAULT_SPEC, ChipSpec
+from .spec import NAME, check_index, get_spec
+# The device module's stream API (torch.toychip.Stream, ...), implemented in toychip.streams.
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
-NAME = "toychip"
-
-_spec: ChipSpec = DEFAULT_SPEC
 _rng = np.random.Generator(np.random.PCG64(0))
-
-
-def get_spec() -> ChipSpec:
-    """The spec of the chip currently plugged in (what the simulated clock charges)."""
-    return _spec
-
-
-def set_spec(spec: ChipSpec) -> ChipSpec:
-    """Plug in a different chip spec; returns the previous one."""
-    global _spec
-    previous, _spec = _spec, spec
-    return previous
 
 
 def is_available() -> bool:
@@ -54,7 +42,7 @@ def _is_in_bad_fork() -> bool:
 
 def device_count() -> int:
     """Number of addressable chips (``ChipSpec.device_count``)."""
-    return _spec.device_count
+    return get_spec().device_count
 
 
 def current_device() -> int:
@@ -194,22 +182,6 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
 def empty_cache() -> None:
     """Give the allocator's cached blocks back to the device (tensors keep theirs)."""
     ALLOCATOR.empty_cache()
-
-
-def check_index(device) -> None:
-    """Raise a clear error if ``device`` names a chip this machine does not have."""
-    if device is None:
-        return
-    index = device if isinstance(device, int) else torch.device(device).index
-    if index is not None and not 0 <= index < _spec.device_count:
-        raise RuntimeError(
-            f"toychip device index {index} is out of range: this machine has "
-            f"{_spec.device_count} toychip device(s) (valid: 0..{_spec.device_count - 1})")
-
-
-# The stream API of the device module (torch.toychip.Stream, ...) lives in toychip.streams,
-# which needs check_index from here: import it once this module's names exist.
-from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402
 
 
 def register() -> None:

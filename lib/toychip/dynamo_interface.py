@@ -27,7 +27,7 @@ import torch
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 
 from . import device as chip_device, streams
-from .spec import ChipSpec
+from .spec import NAME, ChipSpec, check_index, get_spec
 
 
 class ToychipInterface(DeviceInterface):
@@ -51,8 +51,8 @@ class ToychipInterface(DeviceInterface):
 
         @staticmethod
         def get_device_properties(index: torch.types.Device = None) -> ChipSpec:
-            chip_device.check_index(index)
-            return chip_device.get_spec()
+            check_index(index)
+            return get_spec()
 
     current_device = staticmethod(chip_device.current_device)
     set_device = staticmethod(chip_device.set_device)
@@ -82,7 +82,7 @@ class ToychipInterface(DeviceInterface):
     @staticmethod
     def get_raw_stream(index: int) -> int:
         """The current stream's id (CUDA's is a ``cudaStream_t``; the chip's queues are ids)."""
-        chip_device.check_index(index)
+        check_index(index)
         return streams.current_stream().stream_id
 
     @staticmethod
@@ -93,6 +93,6 @@ class ToychipInterface(DeviceInterface):
 
 def register() -> None:
     """Make ``get_interface_for_device("toychip")`` (and ``"toychip:N"``) return the chip's."""
-    register_interface_for_device(chip_device.NAME, ToychipInterface)
+    register_interface_for_device(NAME, ToychipInterface)
     for index in range(chip_device.device_count()):
-        register_interface_for_device(f"{chip_device.NAME}:{index}", ToychipInterface)
+        register_interface_for_device(f"{NAME}:{index}", ToychipInterface)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import clock
+from . import ledger
 from .dtypes import host_array, host_tensor, store
 from .memory import as_numpy, rebind, wrap
 from .op_table import NATIVE_COUNTS, set_decline_handler
@@ -86,8 +86,8 @@ def _is_chip(value) -> bool:
 def _to_cpu(value):
     if _is_chip(value):
         data = np.asarray(as_numpy(value), order="C")
-        if clock._active:
-            clock.charge_copy("to_cpu", data.nbytes)
+        if ledger.charging():
+            ledger.charge_copy("to_cpu", data.nbytes)
         return host_tensor(data).clone()  # owned by torch: CPU kernels may resize it
     if isinstance(value, (list, tuple)):
         return type(value)(_to_cpu(v) for v in value)
@@ -98,8 +98,8 @@ def _to_cpu(value):
 
 def _to_chip(value):
     if isinstance(value, torch.Tensor) and value.device.type == "cpu":
-        if clock._active:
-            clock.charge_copy("to_chip", value.nbytes)
+        if ledger.charging():
+            ledger.charge_copy("to_chip", value.nbytes)
         return wrap(host_array(value).copy())
     if isinstance(value, (list, tuple)):
         return type(value)(_to_chip(v) for v in value)
@@ -108,8 +108,8 @@ def _to_chip(value):
 
 def _write_back(chip: torch.Tensor, cpu: torch.Tensor) -> None:
     """Copy a mutated CPU argument back into its chip tensor (resizing if the op did)."""
-    if clock._active:
-        clock.charge_copy("to_chip", cpu.nbytes)
+    if ledger.charging():
+        ledger.charge_copy("to_chip", cpu.nbytes)
     if tuple(chip.shape) != tuple(cpu.shape):
         rebind(chip, host_array(cpu).copy())
     else:

@@ -15,11 +15,12 @@ Used in chapter 08 (a device allocator) and chapter 04 (a lazy storage has ``_la
 instead of ``_buf`` until it is materialised).
 
 Memory accounting (chapter 06: what saving activations for the backward costs): while a
-``toychip.profile()`` is open, every fresh buffer a tensor gets is charged to it until the
-buffer is freed, giving the profile's ``allocated_bytes``, ``live_bytes`` and
-``peak_bytes``. Buffers that existed before the block (parameters, inputs) are not
-counted; neither are the scratch arrays *inside* one compiled program -- what a program
-returns is -- nor, for now, the buffers lazy mode materialises.
+``toychip.profile()`` is open (:mod:`toychip.ledger` keeps the open ones), every fresh
+buffer a tensor gets is charged to it until the buffer is freed, giving the profile's
+``allocated_bytes``, ``live_bytes`` and ``peak_bytes``. Buffers that existed before the
+block (parameters, inputs) are not counted; neither are the scratch arrays *inside* one
+compiled program -- what a program returns is -- nor, for now, the buffers lazy mode
+materialises.
 
 Every fresh buffer, inside a profile or not, is also booked by the caching allocator
 (:mod:`toychip.allocator`: blocks, size classes, ``memory_allocated``/``memory_reserved``).
@@ -31,6 +32,7 @@ import weakref
 import numpy as np
 import torch
 
+from . import ledger
 from .allocator import ALLOCATOR
 from .dtypes import BUFFER_DTYPE, COMPUTE_DTYPE, TORCH_DTYPE
 
@@ -51,9 +53,6 @@ class DeviceMismatchError(RuntimeError):
 _materializer = None
 
 
-# Open profiles counting device memory (toychip.clock adds them); empty outside a profile,
-# so the hot path pays one list test.
-_counters: list = []
 # ids of the buffers being counted; an id leaves when its buffer is freed.
 _counted: set[int] = set()
 
@@ -65,7 +64,7 @@ def count_buffer(array: np.ndarray) -> None:
     """
     if array.base is not None or id(array) in _counted:
         return
-    nbytes, counters = array.nbytes, tuple(_counters)
+    nbytes, counters = array.nbytes, ledger.open_profiles()
     for c in counters:
         c.allocated_bytes += nbytes
         c.live_bytes += nbytes
@@ -82,7 +81,7 @@ def hold(storage, array: np.ndarray, counted: bool = True) -> None:
     ``counted=False``: memory already on the chip (see :func:`wrap`), not booked again."""
     storage._buf = array if array.ndim == 1 else array.reshape(-1)
     storage._block = lease(array) if counted else None
-    if _counters and counted:
+    if counted and ledger.charging():
         count_buffer(array)
 
 

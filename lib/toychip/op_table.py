@@ -21,13 +21,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import clock, device, registration
-from .device import check_index
+from . import device, ledger, registration
 from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_buffer, narrow, store, \
     values_of, widen
 from .kernels import KERNELS, Kernel
 from .memory import NUMPY_DTYPE, DeviceMismatchError, alias, allocate, as_numpy, check_dtype, \
     contiguous_strides, resize, restride, set_storage, wrap
+from .spec import check_index
 
 aten = torch.ops.aten
 Tensor = torch.Tensor
@@ -333,9 +333,9 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
     result = entry.kernel.fn(*arrays, **kw)
     computed = result if isinstance(result, tuple) else (result,)
     stored = tuple(r if r is None else narrow(r, _result_dtype(r, entry, args, half)) for r in computed)
-    if clock._active:
+    if ledger.charging():
         inputs = [as_numpy(a) for a in args if isinstance(a, Tensor)]
-        clock.charge_kernel(name, clock.array_bytes(inputs) + clock.array_bytes(stored),
+        ledger.charge_kernel(name, ledger.array_bytes(inputs) + ledger.array_bytes(stored),
                             entry.kernel.flops(arrays, computed))
     if entry.inplace:
         store(as_numpy(args[0]), computed[0], args[0].dtype)
@@ -398,9 +398,9 @@ def eager_kernel(entry: OpEntry) -> Callable:
             result = fn(*arrays, out=arrays[0], **kw)
         else:
             result = fn(*arrays, **kw)
-        if clock._active:
+        if ledger.charging():
             outs = result if isinstance(result, tuple) else (result,)
-            clock.charge_kernel(name, clock.array_bytes(arrays) + clock.array_bytes(outs), flops(arrays, outs))
+            ledger.charge_kernel(name, ledger.array_bytes(arrays) + ledger.array_bytes(outs), flops(arrays, outs))
         if inplace:
             return args[0]
         if isinstance(result, tuple):
@@ -432,19 +432,19 @@ def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
     if dst.device.type == "cpu":
         data = as_numpy(src)
         dst.copy_(host_tensor(np.asarray(data, order="C")))
-        if clock._active:
-            clock.charge_copy("to_cpu", data.nbytes)
+        if ledger.charging():
+            ledger.charge_copy("to_cpu", data.nbytes)
         return dst
     target = as_numpy(dst)
     if src.device.type == "cpu":
         check_dtype(src.dtype)
         data = host_array(src)
-        if clock._active:
-            clock.charge_copy("to_chip", data.nbytes)
+        if ledger.charging():
+            ledger.charge_copy("to_chip", data.nbytes)
     else:
         data = as_numpy(src)
-        if clock._active:
-            clock.charge_kernel("copy_", data.nbytes + target.nbytes, 0)
+        if ledger.charging():
+            ledger.charge_kernel("copy_", data.nbytes + target.nbytes, 0)
     store(target, data, dst.dtype)
     NATIVE_COUNTS["_copy_from"] += 1
     return dst
@@ -490,16 +490,16 @@ def _reshape_alias(t, size, stride):
 
 def _local_scalar_dense(t):
     value = values_of(as_numpy(t)).item()
-    if clock._active:
-        clock.charge_copy("to_cpu", t.element_size())
+    if ledger.charging():
+        ledger.charge_copy("to_cpu", t.element_size())
     return value
 
 
 def _fill(t, value):
     target = as_numpy(t)
     store(target, as_numpy(value) if isinstance(value, Tensor) else value, t.dtype)
-    if clock._active:
-        clock.charge_kernel("fill_", target.nbytes, 0)
+    if ledger.charging():
+        ledger.charge_kernel("fill_", target.nbytes, 0)
     return t
 
 
@@ -510,16 +510,16 @@ def _zero(t):
 def _normal(t, mean=0.0, std=1.0, *, generator=None):
     target = as_numpy(t)
     store(target, device.rng().normal(mean, std, target.shape), t.dtype)
-    if clock._active:
-        clock.charge_kernel("normal_", target.nbytes, target.size)
+    if ledger.charging():
+        ledger.charge_kernel("normal_", target.nbytes, target.size)
     return t
 
 
 def _uniform(t, low=0.0, high=1.0, *, generator=None):
     target = as_numpy(t)
     store(target, device.rng().uniform(low, high, target.shape), t.dtype)
-    if clock._active:
-        clock.charge_kernel("uniform_", target.nbytes, target.size)
+    if ledger.charging():
+        ledger.charge_kernel("uniform_", target.nbytes, target.size)
     return t
 
 

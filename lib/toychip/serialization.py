@@ -31,9 +31,9 @@ import re
 
 import torch
 
-from . import clock
-from .device import NAME, check_index
+from . import ledger
 from .memory import buffer_of, wrap
+from .spec import NAME, check_index
 
 
 def _reduce_tensor(t: torch.Tensor):
@@ -65,8 +65,8 @@ def _clone_chip_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
     if storage.device.type != NAME:
         return _clone_storage(storage)
     data = buffer_of(storage)
-    if clock._active:
-        clock.charge_kernel("copy_", 2 * data.nbytes, 0)
+    if ledger.charging():
+        ledger.charge_kernel("copy_", 2 * data.nbytes, 0)
     return wrap(data.copy()).untyped_storage()
 
 

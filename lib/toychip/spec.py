@@ -1,6 +1,10 @@
-"""The chip's data sheet: the numbers the performance model charges time with.
+"""What the chip is: its device name, its data sheet, the spec plugged in now, its indices.
 
-A real vendor publishes launch latency, memory bandwidth, peak compute and host-link
+The bottom of the runtime: whatever names the device, charges time or checks a device
+index reads it here, not from :mod:`toychip.device` (which registers with PyTorch, above).
+
+The data sheet (:class:`ChipSpec`) holds the numbers the performance model charges time
+with. A real vendor publishes launch latency, memory bandwidth, peak compute and host-link
 bandwidth; the toy chip's simulated clock (:mod:`toychip.clock`) turns every kernel
 launch and every host<->device copy into microseconds with exactly these numbers, so a
 program's simulated time depends only on what it runs, never on the machine it runs on.
@@ -11,6 +15,11 @@ Taught in chapter 00 (section 4, the roofline a launch is charged, and exercise
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import torch
+
+NAME = "toychip"
+"""The device type PyTorch knows the chip by (``PrivateUse1`` renamed, see :mod:`toychip.device`)."""
 
 
 @dataclass(frozen=True)
@@ -50,3 +59,29 @@ class ChipSpec:
 
 
 DEFAULT_SPEC = ChipSpec()
+
+
+_spec: ChipSpec = DEFAULT_SPEC
+
+
+def get_spec() -> ChipSpec:
+    """The spec of the chip currently plugged in (what the simulated clock charges)."""
+    return _spec
+
+
+def set_spec(spec: ChipSpec) -> ChipSpec:
+    """Plug in a different chip spec; returns the previous one."""
+    global _spec
+    previous, _spec = _spec, spec
+    return previous
+
+
+def check_index(device) -> None:
+    """Raise a clear error if ``device`` names a chip this machine does not have."""
+    if device is None:
+        return
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index is not None and not 0 <= index < _spec.device_count:
+        raise RuntimeError(
+            f"toychip device index {index} is out of range: this machine has "
+            f"{_spec.device_count} toychip device(s) (valid: 0..{_spec.device_count - 1})")

@@ -34,8 +34,8 @@ import itertools
 
 import torch
 
-from . import clock
-from .device import NAME, check_index
+from . import ledger
+from .spec import NAME, check_index
 
 _ids = itertools.count(1)  # 0 is the default stream
 
@@ -103,7 +103,7 @@ class Event:
     def record(self, stream: Stream | None = None) -> None:
         """Mark the point the stream (default: the current one) has reached."""
         stream_id = (current_stream() if stream is None else stream).stream_id
-        self._times = [(p, p.stream_us.get(stream_id, 0.0)) for p in clock._active]
+        self._times = [(p, p.stream_us.get(stream_id, 0.0)) for p in ledger.open_profiles()]
 
     def wait(self, stream: Stream | None = None) -> None:
         """Make the stream (default: the current one) wait until this event's point."""
@@ -151,7 +151,7 @@ def set_stream(new: Stream) -> None:
     """Queue chip work on ``new`` from now on."""
     global _current
     _current = new
-    clock.set_stream(new.stream_id)
+    ledger.set_stream(new.stream_id)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .device import NAME
+from .spec import NAME
 
 
 def chrome_trace(timeline) -> dict:

@@ -17,7 +17,7 @@ def test_interface_answers_from_the_device_module_streams_and_memory():
     chip = get_interface_for_device("toychip")
     assert chip.is_available() and chip.device_count() == torch.toychip.device_count()
     assert chip.current_device() == 0 and chip.exchange_device(0) == 0
-    assert chip.get_device_properties(0) is toychip.device.get_spec()
+    assert chip.get_device_properties(0) is toychip.spec.get_spec()
     assert chip.memory_allocated() == torch.toychip.memory_allocated()
     side = chip.Stream()
     with chip.stream(side):

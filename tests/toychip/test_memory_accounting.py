@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 import toychip
-from toychip import memory
+from toychip import ledger, memory
 
 
 def test_fresh_results_are_counted_and_freed_buffers_leave_the_live_count():
@@ -50,7 +50,7 @@ def test_nested_profiles_each_count_what_happens_inside_them():
 def test_nothing_is_counted_outside_a_profile():
     before = len(memory._counted)
     x = torch.randn(10, 10).to("toychip") * 3
-    assert len(memory._counted) == before and not memory._counters
+    assert len(memory._counted) == before and not ledger.charging()
     del x
 
 

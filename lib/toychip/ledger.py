@@ -1,0 +1,77 @@
+"""The ledger: which profiles are open, and the charges the chip's work posts to them.
+
+Everything that costs simulated time -- a kernel launch, a host<->device copy, a device
+allocation -- is charged here, priced with the spec plugged in now (:mod:`toychip.spec`)
+and posted to every open profile on the stream work is queued on. The ledger sits below
+the rest of the runtime so that kernels, the allocator, memory and streams can all charge
+it without importing the clock; :mod:`toychip.clock` builds ``toychip.profile()`` on top.
+
+Charging only happens while a profile is open: the eager hot path asks :func:`charging`
+before it counts bytes. A profile is anything with ``add_kernel``, ``add_copy`` and
+``add_malloc`` (:class:`toychip.clock.Profile`).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .spec import get_spec
+
+# Open profiles, innermost last; each receives every charge (a list so nesting works).
+_open: list = []
+# The stream chip work is queued on (toychip.streams switches it); 0 is the default stream.
+_stream = 0
+
+
+def charging() -> bool:
+    """Whether a profile is open, so that charges are recorded at all."""
+    return bool(_open)
+
+
+def open_profiles() -> tuple:
+    """The open profiles, outermost first."""
+    return tuple(_open)
+
+
+@contextlib.contextmanager
+def opened(profile):
+    """Inside the block, every charge is posted to ``profile`` too."""
+    _open.append(profile)
+    try:
+        yield profile
+    finally:
+        _open.remove(profile)
+
+
+def set_stream(stream_id: int) -> int:
+    """Queue the following chip work on ``stream_id``; returns the previous stream's id."""
+    global _stream
+    previous, _stream = _stream, stream_id
+    return previous
+
+
+def array_bytes(values) -> int:
+    """Bytes a kernel moves for these arguments/results (NumPy arrays; others are free)."""
+    return sum(v.nbytes for v in values if isinstance(v, np.ndarray))
+
+
+def charge_kernel(name: str, nbytes: int, flops: int) -> None:
+    """Charge one kernel launch to every open profile."""
+    time_us = get_spec().kernel_us(nbytes, flops)
+    for p in _open:
+        p.add_kernel(name, _stream, time_us, nbytes, flops)
+
+
+def charge_copy(direction: str, nbytes: int) -> None:
+    """Charge one host<->device copy (``direction`` is ``"to_chip"`` or ``"to_cpu"``)."""
+    time_us = get_spec().copy_us_for(nbytes)
+    for p in _open:
+        p.add_copy(direction, _stream, time_us, nbytes)
+
+
+def charge_malloc(nbytes: int) -> None:
+    """Charge one device allocation (a caching-allocator miss of ``nbytes``)."""
+    time_us = get_spec().malloc_us
+    for p in _open:
+        p.add_malloc(_stream, time_us, nbytes)
