@@ -1,4 +1,4 @@
-"""Sphinx configuration of the executed edition (built by ``./course site``, see lib/course_site)."""
+"""Sphinx configuration of the executed edition (built by ``./course site``, see tools/course_site)."""
 import logging
 
 import jieba

@@ -10,10 +10,9 @@ from .execution import executed_notebooks
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 SITE_CONFIG = ROOT / "site"
-# What the notebooks run besides themselves: a change here re-executes them (this package is not run).
+# What the notebooks run besides themselves: a change here re-executes them (tools/ is not run).
 RUN_INPUTS = [ROOT / "lib", ROOT / "assets", ROOT / "grader"]
 RUN_INPUT_SUFFIXES = {".py", ".yaml", ".json"}
-SITE_PACKAGE = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = ROOT / "build" / "site"
 DEFAULT_CACHE = ROOT / ".cache" / "site"
 # Written into every built site: only a folder holding it (or an empty one) is ever replaced.
@@ -32,8 +31,7 @@ def check_replaceable(output: Path) -> None:
 
 
 def run_inputs() -> list[Path]:
-    return [path for folder in RUN_INPUTS for path in folder.rglob("*")
-            if path.suffix in RUN_INPUT_SUFFIXES and SITE_PACKAGE not in path.parents]
+    return [path for folder in RUN_INPUTS for path in folder.rglob("*") if path.suffix in RUN_INPUT_SUFFIXES]
 
 
 def assemble_sources(chapters: dict[Path, Path], sources: Path) -> None:
