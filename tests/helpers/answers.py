@@ -1,7 +1,8 @@
 """Every chapter's catalogue of answers (``answers_chNN.py`` beside this file), in one place.
 
-A chapter's module is self-contained (tests paste its whole source into notebooks that
-are graded in the sandbox) and declares, with plain tuples:
+Tests paste a chapter's module into notebooks graded in the sandbox, where the solutions
+are hidden, so it is self-contained once its :mod:`mutants` (a reference with one mistake,
+written as that mistake) are written out. It declares, with plain tuples:
 
 - ``WRONG_ANSWERS``: ``(exercise id, function, misconception)``: a mistake a learner who
   read only the section would make, and the belief it embodies, in one line;

@@ -1,8 +1,8 @@
 """Chapter 00's catalogue: plausible wrong answers, each with the belief it embodies, and
 correct answers written differently from the reference.
 
-Self-contained (no import of the references): tests paste this module into notebooks
-that are graded in the sandbox, where the solutions are hidden.
+Tests paste this module into notebooks graded in the sandbox, where the solutions are
+hidden; a wrong answer that is a reference with one mistake is a :mod:`mutants` mutant.
 """
 import gc
 import inspect
@@ -17,6 +17,8 @@ from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import toychip
+from mutants import mutant
+from solutions.ch00_guide import benchmark
 
 
 # --- 00.export_dynamic ----------------------------------------------------------------
@@ -96,15 +98,9 @@ def benchmark_fastest(fn, args, warmup, repeats, synchronize):
     return {"median": min(samples), "samples": samples}
 
 
-def benchmark_without_sync(fn, args, warmup, repeats, synchronize):
-    for _ in range(warmup):
-        fn(*args)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args)
-        samples.append(time.perf_counter() - start)
-    return {"median": statistics.median(samples), "samples": samples}
+benchmark_without_sync = mutant(benchmark, "benchmark_without_sync",
+                                ("\n    synchronize()", ""),         # after the warm-up
+                                ("\n        synchronize()", ""))     # after each call
 
 
 def benchmark_unsynced_warmup(fn, args, warmup, repeats, synchronize):
@@ -114,42 +110,20 @@ def benchmark_unsynced_warmup(fn, args, warmup, repeats, synchronize):
     return {"median": statistics.median(samples), "samples": samples}
 
 
-def benchmark_sync_before_start_only(fn, args, warmup, repeats, synchronize):
-    for _ in range(warmup):
-        fn(*args)
-    samples = []
-    for _ in range(repeats):
-        synchronize()
-        start = time.perf_counter()
-        fn(*args)
-        samples.append(time.perf_counter() - start)
-    return {"median": statistics.median(samples), "samples": samples}
+benchmark_sync_before_start_only = mutant(benchmark, "benchmark_sync_before_start_only", (
+    "start = time.perf_counter()\n        fn(*args)\n        synchronize()",
+    "synchronize()\n        start = time.perf_counter()\n        fn(*args)"))
 
 
-def benchmark_clock_before_sync(fn, args, warmup, repeats, synchronize):
-    for _ in range(warmup):
-        fn(*args)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        synchronize()
-        fn(*args)
-        synchronize()
-        samples.append(time.perf_counter() - start)
-    return {"median": statistics.median(samples), "samples": samples}
+# the synchronize after the warm-up moved into each sample, after the clock starts
+benchmark_clock_before_sync = mutant(
+    benchmark, "benchmark_clock_before_sync", ("\n    synchronize()", ""),
+    ("start = time.perf_counter()", "start = time.perf_counter()\n        synchronize()"))
 
 
-def benchmark_process_time(fn, args, warmup, repeats, synchronize):
-    for _ in range(warmup):
-        fn(*args)
-    synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn(*args)
-        synchronize()
-        samples.append(time.process_time() - start)
-    return {"median": statistics.median(samples), "samples": samples}
+benchmark_process_time = mutant(benchmark, "benchmark_process_time",
+                                ("start = time.perf_counter()", "start = time.process_time()"),
+                                ("time.perf_counter() - start", "time.process_time() - start"))
 
 
 def benchmark_whole_loop(fn, args, warmup, repeats, synchronize):

@@ -1,8 +1,8 @@
 """Chapter 02's catalogue: plausible wrong answers, each with the belief it embodies, and
 correct answers written differently from the reference.
 
-Self-contained (no import of the references): tests paste this module into notebooks
-that are graded in the sandbox, where the solutions are hidden.
+Tests paste this module into notebooks graded in the sandbox, where the solutions are
+hidden; a wrong answer that is a reference with one mistake is a :mod:`mutants` mutant.
 """
 import copy
 import math
@@ -11,6 +11,9 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+
+from mutants import mutant
+from solutions.ch02_torchscript import find_divergent_inputs
 
 # --- 02.trace_divergence --------------------------------------------------------------
 
@@ -33,50 +36,17 @@ def find_divergent_unguarded(traced, eager, inputs):
                 if not torch.allclose(traced(*args), eager(*args), atol=1e-5, rtol=1e-4)]
 
 
-def find_divergent_skipping_failures(traced, eager, inputs):
-    divergent = []
-    with torch.no_grad():
-        for index, args in enumerate(inputs):
-            try:
-                got = traced(*args)
-            except RuntimeError:
-                continue
-            expected = eager(*args)
-            if got.shape != expected.shape or got.dtype != expected.dtype \
-                    or not torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
-                divergent.append(index)
-    return divergent
+find_divergent_skipping_failures = mutant(find_divergent_inputs, "find_divergent_skipping_failures",
+                                          ("divergent.append(index)\n                continue", "continue"))
 
 
-def find_divergent_default_tolerance(traced, eager, inputs):
-    divergent = []
-    with torch.no_grad():
-        for index, args in enumerate(inputs):
-            expected = eager(*args)
-            try:
-                got = traced(*args)
-            except Exception:
-                divergent.append(index)
-                continue
-            if got.shape != expected.shape or got.dtype != expected.dtype or not torch.allclose(got, expected):
-                divergent.append(index)
-    return divergent
+find_divergent_default_tolerance = mutant(find_divergent_inputs, "find_divergent_default_tolerance",
+                                          ("allclose(got, expected, atol=1e-5, rtol=1e-4)", "allclose(got, expected)"))
 
 
-def find_divergent_absolute_tolerance(traced, eager, inputs):
-    divergent = []
-    with torch.no_grad():
-        for index, args in enumerate(inputs):
-            expected = eager(*args)
-            try:
-                got = traced(*args)
-            except Exception:
-                divergent.append(index)
-                continue
-            if got.shape != expected.shape or got.dtype != expected.dtype \
-                    or (got - expected).abs().max() > 1e-5:
-                divergent.append(index)
-    return divergent
+find_divergent_absolute_tolerance = mutant(
+    find_divergent_inputs, "find_divergent_absolute_tolerance",
+    ("not torch.allclose(got, expected, atol=1e-5, rtol=1e-4)", "(got - expected).abs().max() > 1e-5"))
 
 
 def find_divergent_without_shape_check(traced, eager, inputs):
@@ -91,51 +61,17 @@ def find_divergent_without_shape_check(traced, eager, inputs):
     return divergent
 
 
-def find_divergent_without_dtype_check(traced, eager, inputs):
-    divergent = []
-    with torch.no_grad():
-        for index, args in enumerate(inputs):
-            expected = eager(*args)
-            try:
-                got = traced(*args)
-            except RuntimeError:
-                divergent.append(index)
-                continue
-            if got.shape != expected.shape or not torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
-                divergent.append(index)
-    return divergent
+find_divergent_without_dtype_check = mutant(find_divergent_inputs, "find_divergent_without_dtype_check",
+                                            (" or got.dtype != expected.dtype", ""))
 
 
-def find_divergent_cast_to_eager_dtype(traced, eager, inputs):
-    divergent = []
-    with torch.no_grad():
-        for index, args in enumerate(inputs):
-            expected = eager(*args)
-            try:
-                got = traced(*args)
-            except Exception:
-                divergent.append(index)
-                continue
-            if got.shape != expected.shape or \
-                    not torch.allclose(got.to(expected.dtype), expected, atol=1e-5, rtol=1e-4):
-                divergent.append(index)
-    return divergent
+find_divergent_cast_to_eager_dtype = mutant(find_divergent_inputs, "find_divergent_cast_to_eager_dtype",
+                                            (" or got.dtype != expected.dtype", ""),
+                                            ("allclose(got, expected", "allclose(got.to(expected.dtype), expected"))
 
 
-def find_divergent_relative_only(traced, eager, inputs):
-    divergent = []
-    with torch.no_grad():
-        for index, args in enumerate(inputs):
-            expected = eager(*args)
-            try:
-                got = traced(*args)
-            except Exception:
-                divergent.append(index)
-                continue
-            if got.shape != expected.shape or got.dtype != expected.dtype \
-                    or not torch.allclose(got, expected, atol=0.0, rtol=1e-4):
-                divergent.append(index)
-    return divergent
+find_divergent_relative_only = mutant(find_divergent_inputs, "find_divergent_relative_only",
+                                      ("atol=1e-5, rtol=1e-4", "atol=0.0, rtol=1e-4"))
 
 
 def find_divergent_with_assert_close(traced, eager, inputs):

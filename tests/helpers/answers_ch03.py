@@ -2,8 +2,8 @@
 (the checks must reject each one), and right ones written differently from the reference
 (every case must accept them).
 
-Self-contained (no import of the references): tests paste this module into notebooks
-that are graded in the sandbox, where the solutions are hidden.
+Tests paste this module into notebooks graded in the sandbox, where the solutions are
+hidden; a wrong answer that is a reference with one mistake is a :mod:`mutants` mutant.
 """
 import itertools
 import time
@@ -15,6 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import toychip
+from mutants import mutant
+from solutions.ch03_fx import count_ops
 
 
 def _name_of(target) -> str:
@@ -46,14 +48,8 @@ def count_ops_every_node(gm):
     return counts
 
 
-def count_ops_skipping_methods(gm):
-    counts = Counter()
-    for node in gm.graph.nodes:
-        if node.op == "call_function":
-            counts[node.target.__name__] += 1
-        elif node.op == "call_module":
-            counts[type(gm.get_submodule(node.target)).__name__] += 1
-    return dict(counts)
+count_ops_skipping_methods = mutant(count_ops, "count_ops_skipping_methods",
+                                    ('        elif node.op == "call_method":\n            counts[node.target] += 1\n', ""))
 
 
 def count_ops_with_parameter_reads(gm):

@@ -1,8 +1,8 @@
 """Chapter 07's catalogue: plausible wrong answers, each with the belief it embodies, and
 correct answers written differently from the references.
 
-Self-contained (no import of the references): tests paste this module into notebooks
-that are graded in the sandbox, where the solutions are hidden.
+Tests paste this module into notebooks graded in the sandbox, where the solutions are
+hidden; a wrong answer that is a reference with one mistake is a :mod:`mutants` mutant.
 """
 import functools
 import math
@@ -14,6 +14,8 @@ from torch._C import DispatchKey, DispatchKeySet
 from torch.library import custom_op
 
 import toychip
+from mutants import mutant
+from solutions.ch07_dispatcher import effective_dispatch_keys
 
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 TANH_CUBIC = 0.044715
@@ -172,15 +174,10 @@ def gelu_kernels_from_a_table():
 
 # --- 07.dispatch_keys (replaced later: its wrong answers stay) -------------------------
 
-def keys_ignoring_thread_local_state(tensors):
-    keys = torch._C._dispatch_keys(tensors[0])
-    for t in tensors[1:]:
-        keys = keys | torch._C._dispatch_keys(t)
-    names = []
-    while (key := keys.highestPriorityTypeId()) != DispatchKey.Undefined:
-        names.append(key.name)
-        keys = keys.remove(key)
-    return names
+keys_ignoring_thread_local_state = mutant(
+    effective_dispatch_keys, "keys_ignoring_thread_local_state",
+    ("keys = torch._C._dispatch_tls_local_include_set()", "keys = torch._C._dispatch_keys(tensors[0])"),
+    ("\n    keys = keys - torch._C._dispatch_tls_local_exclude_set()", ""))
 
 
 def keys_in_printed_order(tensors):

@@ -6,18 +6,19 @@ import nbformat
 
 from grader.grading.notebooks import ANSWER_PREFIX, exercise_id, grade_id, read_notebook
 from grader.instructor.release import inject_solutions
+from mutants import written_out
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CHAPTER_03 = NOTEBOOKS / "03_fx.ipynb"
 
 
 def wrong_answer_source(function, name: str) -> str:
-    """Source defining ``name`` as the given (wrong) function: its module's source for a
-    self-contained ``answers_chNN`` module, an import for a course library function."""
+    """Source defining ``name`` as the given (wrong) function: its ``answers_chNN`` module's
+    source, mutants written out (self-contained), or an import for a course library function."""
     module = inspect.getmodule(function)
     if not module.__name__.startswith("answers_ch"):
         return f"from {module.__name__} import {function.__name__} as {name}\n"
-    return inspect.getsource(module) + f"\n{name} = {function.__name__}\n"
+    return written_out(module) + f"\n{name} = {function.__name__}\n"
 
 
 def write_filled(path: Path, notebook_path: Path = CHAPTER_03, overrides: dict | None = None) -> Path:
