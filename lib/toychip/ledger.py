@@ -71,7 +71,10 @@ def charge_copy(direction: str, nbytes: int) -> None:
 
 
 def charge_malloc(nbytes: int) -> None:
-    """Charge one device allocation (a caching-allocator miss of ``nbytes``)."""
+    """Charge one device allocation (a caching-allocator miss of ``nbytes``); the allocator
+    calls this on every miss, so with no profile open it returns at once."""
+    if not _open:
+        return
     time_us = get_spec().malloc_us
     for p in _open:
         p.add_malloc(_stream, time_us, nbytes)
