@@ -9,7 +9,7 @@ imports only those above it in this list::
     authoring    what exercises are declared with (Exercise, Case, artifact helpers)
     chapters     the declarations, one module per chapter, loaded lazily
     grading      judging: self-study check(), the isolated harness, results, feedback
-    instructor   release, batch autograde, the nbgrader bridge, reports
+    instructor   release, batch autograde, the nbgrader bridge, reports, lint of the notebooks
     cli          ``python -m grader``
 
 Importing this package loads nothing else, so the sandbox imports only its own modules.

@@ -1,4 +1,4 @@
-"""``python -m grader``: check, grade, release, autograde and Gradescope bundles from the command line.
+"""``python -m grader``: check, grade, release, autograde, Gradescope bundles and lint from the command line.
 
 The instructor's commands import their (nbgrader-heavy) modules only when they run."""
 from __future__ import annotations
@@ -120,6 +120,23 @@ def cmd_gradescope_bundle(args) -> int:
     return 0
 
 
+def cmd_lint(args) -> int:
+    from .instructor.lint import lint_course, lint_notebook
+
+    problems = [problem for path in map(Path, args.notebooks)
+                for problem in (lint_course(path, args.fix) if path.is_dir() else lint_notebook(path, args.fix))]
+    for problem in problems:
+        print(problem)
+    open_problems = [p for p in problems if not p.fixed]
+    fixable = sum(p.fixable for p in open_problems)
+    if not open_problems:
+        print(f"{', '.join(args.notebooks)}: in agreement with grader/chapters")
+    else:
+        print(f"{len(open_problems)} problems"
+              + (f"; `python -m grader lint --fix` writes {fixable} of them" if fixable else ", for an author to fix"))
+    return 1 if open_problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -159,6 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument("--seed-from", metavar="COURSE_DIR",
                         help="reuse the hidden cases' seed of a course directory (default: a new secret seed)")
     bundle.set_defaults(handler=cmd_gradescope_bundle)
+
+    lint = commands.add_parser("lint", help="check the chapter notebooks against the exercise declarations "
+                                            "(headings, answer and check cells, counts); exit 0 if they agree")
+    lint.add_argument("notebooks", nargs="*", default=["notebooks"],
+                      help="chapter notebooks, or a folder of all of them (default: notebooks)")
+    lint.add_argument("--fix", action="store_true",
+                      help="write what derives from the declarations: prompt headings, answer and check cells")
+    lint.set_defaults(handler=cmd_lint)
     return parser
 
 

@@ -24,6 +24,7 @@ catch answers fitted to the cases a learner could guess.
 """
 from __future__ import annotations
 
+import ast
 import random
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -86,7 +87,9 @@ class Exercise:
 
     id: str                      # "03.remove_dropout": chapter, dot, name
     title: str                   # Chinese, shown in feedback
-    function: str                # the name the learner defines in the answer cell
+    # The answer cell's ``def`` line and docstring; the notebook's answer cell is this stub
+    # and a ``raise NotImplementedError`` (python -m grader lint writes it there).
+    stub: str
     points: int
     public_cases: Callable[[], list[Case]]
     produce: Callable[[Callable, dict], Any]
@@ -105,9 +108,20 @@ class Exercise:
     # each other (one answer decides them all).
     partial_credit: bool = True
 
+    def __post_init__(self):
+        body = ast.parse(self.stub).body
+        if not (len(body) == 1 and isinstance(body[0], ast.FunctionDef) and ast.get_docstring(body[0])
+                and len(body[0].body) == 1):
+            raise ValueError(f"{self.id}: stub must be one def with a docstring and nothing else")
+
     @property
     def chapter(self) -> str:
         return self.id.split(".", 1)[0]
+
+    @property
+    def function(self) -> str:
+        """The name the learner defines in the answer cell (the stub's ``def``)."""
+        return ast.parse(self.stub).body[0].name
 
     @property
     def reference_function(self) -> Callable:

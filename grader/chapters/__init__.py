@@ -1,10 +1,11 @@
 """Exercise declarations, one module per chapter: ``chNN_<topic>.py`` with a list ``EXERCISES``.
 
-A new chapter's exercises go in a new module here, its reference solutions in
-``solutions/chNN_<topic>.py`` (same file name: each exercise's reference is
-``solutions.chNN_<topic>:<function>`` unless it names another), and its plausible wrong
-answers, labelled with their misconceptions, and correct answers written differently in
-``tests/helpers/answers_chNN.py``.
+A declaration is the one source of an exercise's id, title, points and answer-cell stub;
+``python -m grader lint --fix`` writes the notebook's heading, answer and check cells from it.
+The references go in ``solutions/chNN_<topic>.py`` (same file name: each exercise's
+reference is ``solutions.chNN_<topic>:<function>`` unless it names another), and the
+plausible wrong answers, labelled with their misconceptions, and correct answers written
+differently in ``tests/helpers/answers_chNN.py``.
 
 Chapter modules import :mod:`grader.authoring` only, and name their references by string
 and never import them: the sandbox imports a chapter module for its ``produce``

@@ -72,7 +72,10 @@ def _export_designed_cases() -> list[Case]:
 
 
 EXERCISES.append(Exercise(
-    id="00.export_dynamic", title="torch.export：动态 batch 维", function="export_with_dynamic_batch",
+    id="00.export_dynamic", title="torch.export：动态 batch 维",
+    stub=(
+        'def export_with_dynamic_batch(model, example: tuple):\n'
+        '    """用 torch.export 导出 model，所有输入的第 0 维共用一个动态的 batch 维度，返回 ExportedProgram。"""'),
     points=2,
     public_cases=lambda: [
         _export_case("MyModel", 0, models.MyModel, [(32, 100)], [1, 5, 32, 100], "种子 MyModel，示例 batch 32"),
@@ -197,7 +200,10 @@ def _random_benchmark_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="00.benchmark", title="写一个诚实的计时函数 (benchmark)", function="benchmark",
+    id="00.benchmark", title="写一个诚实的计时函数 (benchmark)",
+    stub=(
+        'def benchmark(fn, args: tuple, warmup: int, repeats: int, synchronize) -> dict:\n'
+        '    """预热 warmup 次后采集 repeats 个单次调用的样本（前后都 synchronize），返回 {"median": ..., "samples": [...]}（秒）。"""'),
     points=3,
     public_cases=lambda: [
         _benchmark_case("cold-start", _cold(0.004, 3, 0.04), 3, 5,
@@ -300,7 +306,10 @@ def _random_costs_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="00.kernel_costs", title="从 ATen 图估算每个内核的字节数与运算量", function="kernel_costs",
+    id="00.kernel_costs", title="从 ATen 图估算每个内核的字节数与运算量",
+    stub=(
+        'def kernel_costs(fn, inputs: tuple) -> list[dict]:\n'
+        '    """make_fx + ShapeProp 追踪 fn(*inputs)，为每个发射内核的 ATen 算子（跳过视图）返回 {"op", "bytes", "flops"}。"""'),
     points=3,
     public_cases=lambda: [
         _costs_case("MyModel", "mlp", (32, (100, 50, 10)), "种子 MyModel，batch 32：addmm、relu（t 是视图）"),
@@ -458,7 +467,10 @@ def _roofline_designed_cases() -> list[Case]:
 
 
 EXERCISES.append(Exercise(
-    id="00.roofline", title="屋顶线预测：时间与瓶颈 (roofline)", function="roofline",
+    id="00.roofline", title="屋顶线预测：时间与瓶颈 (roofline)",
+    stub=(
+        'def roofline(kernels: list[dict], spec: dict) -> dict:\n'
+        '    """逐个内核计算 launch_us + max(bytes/带宽, flops/算力) 并求和；把每个 max 记到赢的一边，返回 {"time_us", "bound"}。"""'),
     points=3,
     public_cases=lambda: [
         _roofline_case("MyModel", MYMODEL_KERNELS, CHIPS[0], "种子 MyModel 的三个内核，默认芯片"),

@@ -79,7 +79,10 @@ def _random_recorder_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="01.graph_recorder", title="自定义后端：记录每张图和它的算子", function="record_graphs",
+    id="01.graph_recorder", title="自定义后端：记录每张图和它的算子",
+    stub=(
+        'def record_graphs(fn, inputs: list) -> list[dict]:\n'
+        '    """用自定义后端编译 fn，依次在 inputs 上调用；返回后端收到的每张图的 {算子名: 次数}（call_function 与 call_method）。"""'),
     points=3,
     public_cases=lambda: [
         _recorder_case("running_stats", 0, "running_stats", [(8, 1, shift) for shift in (1, -1, 1, -1)],
@@ -135,7 +138,10 @@ def kernels_artifact(function, built) -> dict:
 
 
 EXERCISES.append(Exercise(
-    id="01.fused_kernels", title="读生成的代码：找出融合内核与库调用", function="kernel_launches",
+    id="01.fused_kernels", title="读生成的代码：找出融合内核与库调用",
+    stub=(
+        'def kernel_launches(code: str) -> list[str]:\n'
+        '    """按顺序返回生成代码中 call() 启动的内核：融合内核的名字，库调用写成 extern_kernels.xxx。"""'),
     points=2,
     public_cases=lambda: [_kernels_case(program, program, description)
                           for program, description in PUBLIC_KERNEL_PROGRAMS.items()],
@@ -232,7 +238,10 @@ BATCH_SEQUENCES = _batch_sequences(6)
 
 
 EXERCISES.append(Exercise(
-    id="01.count_compilations", title="预测编译次数：dynamic=None / False / True", function="count_compilations",
+    id="01.count_compilations", title="预测编译次数：dynamic=None / False / True",
+    stub=(
+        'def count_compilations(batch_sizes: list[int], dynamic) -> int:\n'
+        '    """预测 torch.compile(lambda x: x * 2 + 1, dynamic=dynamic) 依次处理形状 (batch, 5) 的输入时编译的次数。"""'),
     points=2,
     public_cases=lambda: [
         _compilations_case(f"seed-dynamic={d}", [16, 32, 64, 128], d, "种子文档的 batch 序列")
@@ -342,7 +351,10 @@ def _random_branch_case(rng: random.Random, index: int, sizes: list[int], scales
 
 
 EXERCISES.append(Exercise(
-    id="01.remove_graph_breaks", title="消除图中断 (graph breaks)", function="running_stats_fixed",
+    id="01.remove_graph_breaks", title="消除图中断 (graph breaks)",
+    stub=(
+        'def running_stats_fixed(x: torch.Tensor) -> torch.Tensor:\n'
+        '    """与 running_stats 结果相同，但 Dynamo 捕获时恰好 1 张图、0 次图中断。"""'),
     points=2,
     public_cases=lambda: [
         _branch_case("both-branches", 0, 8, [(1, 1), (1, -1), (1, 2), (1, -2)], "total > 0 和 total ≤ 0 两个分支"),
@@ -473,7 +485,10 @@ def _compare_fusion(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="01.compile_friendly", title="改写成编译友好的代码，并真正变快", function="adaptive_clip_fast",
+    id="01.compile_friendly", title="改写成编译友好的代码，并真正变快",
+    stub=(
+        'def adaptive_clip_fast(x: torch.Tensor) -> torch.Tensor:\n'
+        '    """与 adaptive_clip 结果相同，捕获为 1 张图、0 次中断，编译后明显快于 eager 的 adaptive_clip。"""'),
     points=3,
     public_cases=lambda: [
         _branch_case("both-branches", 0, 64, [(0.2, 0), (2.0, 0), (0.1, 0), (5.0, 0)], "limit ≤ 1 与 limit > 1 两个分支"),
@@ -552,7 +567,10 @@ def _random_bisect_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="01.bisect_backends", title="二分定位出错的编译阶段 (bisecting backends)", function="first_divergent_stage",
+    id="01.bisect_backends", title="二分定位出错的编译阶段 (bisecting backends)",
+    stub=(
+        'def first_divergent_stage(fn, inputs: list[tuple], stages: list[tuple]):\n'
+        '    """按顺序用每个阶段编译 fn，在所有输入上与 eager 比较（allclose）；返回第一个不一致的阶段名，或 None。"""'),
     points=3,
     public_cases=lambda: [
         _bisect_case("gelu", 0, ["scale", "gelu", "relu"], "decompose", [(4.0, -2.0, VECTOR)],

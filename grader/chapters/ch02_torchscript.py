@@ -213,7 +213,10 @@ def _random_trace_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="02.trace_divergence", title="找出追踪结果与即时执行不一致的输入", function="find_divergent_inputs",
+    id="02.trace_divergence", title="找出追踪结果与即时执行不一致的输入",
+    stub=(
+        'def find_divergent_inputs(traced, eager, inputs) -> list:\n'
+        '    """返回 traced 与 eager 不一致（抛异常、形状/dtype 不同或超出容差）的输入下标列表。"""'),
     points=2,
     public_cases=_trace_public_cases,
     designed_cases=_trace_designed_cases,
@@ -300,7 +303,10 @@ def _run_scripted(artifact, built) -> dict:
 
 
 EXERCISES.append(Exercise(
-    id="02.make_scriptable", title="改写模块使其可以 torch.jit.script", function="make_scriptable",
+    id="02.make_scriptable", title="改写模块使其可以 torch.jit.script",
+    stub=(
+        'def make_scriptable(model: nn.Module) -> torch.jit.ScriptModule:\n'
+        '    """返回与 NumpyGate 实例 model 等价（相同权重、两个分支、可选 temperature）的脚本化模块。"""'),
     points=3,
     public_cases=lambda: _gate_cases("NumpyGate(8)", 0, 8),
     designed_cases=lambda: _gate_cases("gate-6", 10, 6) + _gate_cases("gate-16", 11, 16),
@@ -398,7 +404,10 @@ def _census_designed_cases() -> list[Case]:
 
 
 EXERCISES.append(Exercise(
-    id="02.ir_census", title="TorchScript IR 普查：算子与嵌套块", function="ir_census",
+    id="02.ir_census", title="TorchScript IR 普查：算子与嵌套块",
+    stub=(
+        'def ir_census(graph) -> dict:\n'
+        '    """统计所有层级的节点种类、块的总数和最大嵌套深度，返回 {"ops": ..., "blocks": ..., "max_depth": ...}。"""'),
     points=2,
     public_cases=lambda: [
         _source_case("halve_or_shift", models.LOOP_WITH_BRANCH, "prim::Loop 里套一个 prim::If"),
@@ -486,7 +495,10 @@ def _compare_cond_migration(expected, got) -> Verdict:
 
 EXERCISES.append(Exercise(
     id="02.cond_migration", title="把数据相关的分支迁移到 torch.cond，再用 torch.export 导出",
-    function="migrate_to_cond", points=3,
+    stub=(
+        'def migrate_to_cond(model: nn.Module, example: tuple) -> torch.export.ExportedProgram:\n'
+        '    """把 RoutedExperts 的两个数据相关的 if 改写成 torch.cond，再用 torch.export 导出。"""'),
+    points=3,
     public_cases=lambda: [
         _router_case("RoutedExperts(8,threshold=0.1,limit=1.5)", 0, 8, 0.1, 1.5,
                      "两个 prim::If；输入走过每个 if 的两个分支，并落在两个阈值的两侧附近"),

@@ -9,7 +9,7 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from course_models import fx_models as models
+from course_models import ch03_models as models
 
 from ..authoring import (PASS, Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
                         compare_outputs, graph_facts, graph_pass_artifact, seeded_build, short)
@@ -109,7 +109,10 @@ def _compare_census(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="03.op_census", title="算子普查 (op census)", function="count_ops",
+    id="03.op_census", title="算子普查 (op census)",
+    stub=(
+        'def count_ops(gm: fx.GraphModule) -> dict:\n'
+        '    """统计图中各操作的调用次数：函数/方法按名字，模块按类名；不计 placeholder/get_attr/output。"""'),
     points=2,
     public_cases=lambda: [
         _model_case("SeedModel", 0, (models.SeedModel,), (2, 10), description="种子文档中的 Linear-ReLU-Linear 模型"),
@@ -165,7 +168,10 @@ def _compare_profile(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="03.node_profiler", title="逐节点性能分析器 (Interpreter 子类)", function="profile_nodes",
+    id="03.node_profiler", title="逐节点性能分析器 (Interpreter 子类)",
+    stub=(
+        'def profile_nodes(gm: fx.GraphModule, inputs: tuple) -> dict:\n'
+        '    """用 fx.Interpreter 的子类运行 gm(*inputs)，返回 {节点名: 该节点在玩具芯片模拟时钟上的用时（微秒）}。"""'),
     points=3,
     public_cases=lambda: [
         _model_case("ChipBlock", 0, (models.ChipBlock,), (8, 16),
@@ -200,7 +206,10 @@ def _compare_rewrite(expected, got, *, forbidden: set[str], what: str) -> Verdic
 
 
 EXERCISES.append(Exercise(
-    id="03.relu_to_gelu", title="ReLU → GELU 改写", function="relu_to_gelu",
+    id="03.relu_to_gelu", title="ReLU → GELU 改写",
+    stub=(
+        'def relu_to_gelu(gm: fx.GraphModule) -> fx.GraphModule:\n'
+        '    """把所有写法的 ReLU（函数、方法、模块）改写成 F.gelu，返回 recompile 后的 GraphModule。"""'),
     points=2,
     public_cases=lambda: [
         _model_case("SeedModel", 0, (models.SeedModel,), (4, 10), description="种子文档中的模型（torch.relu）"),
@@ -236,7 +245,10 @@ DROPOUT_LABELS = {"dropout", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "
 NOT_SEED_DROPOUTS = ["F.dropout", "nn.Dropout1d", "nn.AlphaDropout"]
 
 EXERCISES.append(Exercise(
-    id="03.remove_dropout", title="推理时删除 Dropout", function="remove_dropout",
+    id="03.remove_dropout", title="推理时删除 Dropout",
+    stub=(
+        'def remove_dropout(gm: fx.GraphModule) -> fx.GraphModule:\n'
+        '    """删除所有 nn.Dropout* 模块调用和 F.dropout 调用，返回 recompile 后的 GraphModule。"""'),
     points=2,
     public_cases=lambda: [
         _model_case("ModelWithDropout(eval)", 0, (models.ModelWithDropout,), (4, 10),
@@ -290,7 +302,10 @@ def _compare_folding(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="03.fold_conv_bn", title="Conv2d + BatchNorm2d 折叠", function="fold_conv_bn",
+    id="03.fold_conv_bn", title="Conv2d + BatchNorm2d 折叠",
+    stub=(
+        'def fold_conv_bn(gm: fx.GraphModule) -> fx.GraphModule:\n'
+        '    """把 eval 模式下、前面是单一使用者 Conv2d 的 BatchNorm2d 折叠进卷积，返回 recompile 后的 GraphModule。"""'),
     points=3,
     public_cases=lambda: [
         _conv_bn_case("ConvBNNet", 0, (models.ConvBNNet,), description="两对可折叠的 Conv+BN（一个 conv 没有 bias）和一个池化后的 BN"),
@@ -432,7 +447,10 @@ def _square(x, y):
 
 
 EXERCISES.append(Exercise(
-    id="03.fusion_groups", title="逐点算子融合分组 (fusion groups)", function="find_fusion_groups",
+    id="03.fusion_groups", title="逐点算子融合分组 (fusion groups)",
+    stub=(
+        'def find_fusion_groups(gm: fx.GraphModule) -> list[list[str]]:\n'
+        '    """在 ATen 图上找出逐点算子的融合组：生产者只有一个使用者时与消费者同组；返回每组（≥2 个节点）的节点名列表。"""'),
     points=3,
     public_cases=lambda: [
         _aten_case("pointwise_chains", models.pointwise_chains, "被 matmul 和多次使用的值切开的逐点链"),

@@ -122,7 +122,11 @@ def _recorder_random_cases(rng: random.Random) -> list[Case]:
 
 
 EXERCISES.append(Exercise(
-    id="04.lazy_recorder", title="迷你延迟记录器 (lazy recorder)", function="lazy_run", points=3,
+    id="04.lazy_recorder", title="迷你延迟记录器 (lazy recorder)",
+    stub=(
+        'def lazy_run(fn, inputs):\n'
+        '    """在 meta 张量上记录 fn 的 ATen 调用（只推导形状），再只在真实输入上执行输出需要的节点，返回 fn 的输出。"""'),
+    points=3,
     public_cases=lambda: [
         _program_case("dead_branch", [("matmul", 0), ("unary", "sigmoid", 1), ("scale", 2.0, 2),
                                       ("unary", "relu", 1), ("add", 1, 4)], 0,
@@ -204,7 +208,11 @@ def _fusion_random_cases(rng: random.Random) -> list[Case]:
 
 
 EXERCISES.append(Exercise(
-    id="04.fusion_policy", title="延迟模式的融合策略 (fusion policy)", function="fusion_policy", points=3,
+    id="04.fusion_policy", title="延迟模式的融合策略 (fusion policy)",
+    stub=(
+        'def fusion_policy(nodes):\n'
+        '    """返回要融合的节点组（每组是 IRNode.index 的列表）：逐点节点并入只被它使用、且不是输出的生产者所在的组，每组最多一个 matmul。"""'),
+    points=3,
     public_cases=lambda: [
         _program_case("mlp_like", [("matmul", 0), ("scale", 0.5, 1), ("unary", "tanh", 2), ("matmul", 3),
                                    ("unary", "relu", 4), ("scale", 2.0, 5)], 0, "matmul 后面跟着逐点链"),
@@ -322,7 +330,11 @@ def _cache_random_cases(rng: random.Random) -> list[Case]:
 
 
 EXERCISES.append(Exercise(
-    id="04.cache_key", title="追踪缓存键 (trace-cache key)", function="cache_key", points=2,
+    id="04.cache_key", title="追踪缓存键 (trace-cache key)",
+    stub=(
+        'def cache_key(nodes):\n'
+        '    """返回可哈希的缓存键：包含算子、连接关系、形状、dtype 和输出标记；所有浮点常量（包括关键字常量）换成占位标记，其余常量原样保留。"""'),
+    points=2,
     public_cases=lambda: [
         _sgd_case("lr_then_batch", [(0.1, 8), (0.05, 8), (0.1, 16), (0.01, 8)],
                   "SGD：学习率变了仍命中缓存；批大小变了（形状变了）才是新图"),
@@ -399,7 +411,11 @@ def _barrier_artifact(function, built) -> dict:
 
 
 EXERCISES.append(Exercise(
-    id="04.barrier_finder", title="同步屏障查找器 (barrier finder)", function="barrier_reason", points=2,
+    id="04.barrier_finder", title="同步屏障查找器 (barrier finder)",
+    stub=(
+        'def barrier_reason(func, args, kwargs, compiled_ops):\n'
+        '    """判断这次 ATen 调用是否迫使延迟设备先执行待定的图：返回 "item"、"host_copy"、"data_dependent_shape"、"fallback" 或 None。"""'),
+    points=2,
     public_cases=lambda: [
         _barrier_case("every_barrier", [("item", 0), ("mask", 1), ("transpose", 2), ("cumsum", 3), ("host", 4),
                                         ("unary", "relu", 5)], 0, ".item()、布尔掩码、转置、cumsum、.cpu()"),
@@ -438,7 +454,11 @@ def _random_ops(rng: random.Random) -> list:
 
 
 EXERCISES.append(Exercise(
-    id="04.fallback_report", title="LTC 回退报告 (fallback report)", function="fallback_report", points=2,
+    id="04.fallback_report", title="LTC 回退报告 (fallback report)",
+    stub=(
+        'def fallback_report(fn, inputs):\n'
+        '    """在 LTC 的 lazy 设备上运行 fn(*inputs) 并 mark_step，返回 {"aten::...": 次数}：回退到 CPU 的算子及次数。"""'),
+    points=2,
     public_cases=lambda: [
         _ops_case("det_and_mask", ["det", "relu", "mask"], 0, "行列式和布尔掩码回退到 CPU，relu 不回退"),
         _ops_case("item_twice", ["item", "softmax", "item", "cumprod"], 1, ".item() 在 LTC 里也是一次回退"),
@@ -509,7 +529,11 @@ def _compare_replay(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="04.replay_backend", title="Dynamo → LTC 重放后端 (replay backend)", function="replay_backend", points=2,
+    id="04.replay_backend", title="Dynamo → LTC 重放后端 (replay backend)",
+    stub=(
+        'def replay_backend(gm, example_inputs):\n'
+        '    """Dynamo 后端：在 lazy 设备上追踪 gm 一次并编译，返回的函数每次调用只按图哈希运行缓存的程序。"""'),
+    points=2,
     public_cases=lambda: [
         _replay_case("mlp_like", [("matmul", 0), ("unary", "tanh", 1), ("matmul", 2), ("scale", 0.5, 3)], 0,
                      "两次 matmul 和逐点运算"),

@@ -142,7 +142,11 @@ def _random_program_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="05.bytecode_tracer", title="迷你字节码 → FX 追踪器", function="bytecode_to_fx", points=3,
+    id="05.bytecode_tracer", title="迷你字节码 → FX 追踪器",
+    stub=(
+        'def bytecode_to_fx(fn) -> fx.GraphModule:\n'
+        '    """符号执行 fn 的字节码（直线型张量代码），返回输入为 fn 的参数、输出为 fn 返回值的 FX GraphModule。"""'),
+    points=3,
     public_cases=lambda: [_program_case(name, models.STRAIGHT_LINE_PROGRAMS[name], index, description)
                           for index, (name, description) in enumerate(_PUBLIC_PROGRAMS)],
     designed_cases=lambda: [_program_case(name, source, 100 + index)
@@ -199,7 +203,10 @@ def _compare_reports(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="05.bytecode_inspector", title="读 Dynamo 改写后的字节码：编译图与续行函数", function="inspect_bytecode",
+    id="05.bytecode_inspector", title="读 Dynamo 改写后的字节码：编译图与续行函数",
+    stub=(
+        'def inspect_bytecode(fn, args: tuple) -> list[dict]:\n'
+        '    """编译并运行 fn(*args) 一次；对 Dynamo 改写的每个帧，返回 {"name": 原 co_name, "compiled": 编译图个数, "resumes": 续行函数个数}。"""'),
     points=2,
     public_cases=lambda: [
         _break_case("one_print", models.BREAK_PROGRAMS["one_print"], 0, "print 中断一次：两个帧"),
@@ -335,7 +342,11 @@ def _guard_designed_cases() -> list[Case]:
 
 
 EXERCISES.append(Exercise(
-    id="05.guard_predictor", title="守卫预测器：哪些调用会重新编译", function="predict_recompiles", points=2,
+    id="05.guard_predictor", title="守卫预测器：哪些调用会重新编译",
+    stub=(
+        'def predict_recompiles(calls: list[dict], dynamic) -> list[bool]:\n'
+        '    """对 torch.compile(scale_shift, dynamic=dynamic) 依次处理 calls，逐次预测是否会编译（True = 编译）。"""'),
+    points=2,
     public_cases=_guard_public_cases,
     designed_cases=_guard_designed_cases,
     random_cases=lambda rng: [
@@ -390,7 +401,11 @@ def _random_batches(rng: random.Random) -> list[int]:
 
 
 EXERCISES.append(Exercise(
-    id="05.compile_once", title="一次编译，覆盖批大小 2–64", function="compile_once", points=2,
+    id="05.compile_once", title="一次编译，覆盖批大小 2–64",
+    stub=(
+        'def compile_once(fn, backend):\n'
+        '    """返回 run(x, w)：结果与 fn(x, w) 相同，批大小 2–64 任意变化时 backend 恰好被调用一次。"""'),
+    points=2,
     public_cases=lambda: [
         _batch_case("mlp-8-first", "batch_mlp", [8, 16, 3, 64], 0, "第一个批大小恰好等于特征维 8"),
         _batch_case("positions-8-first", "batch_positions", [8, 2, 40, 17], 1, "x.shape[0] 参与 Python 计算"),
@@ -453,7 +468,11 @@ def _random_lookup(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="05.cache_lookup", title="用 Python 重做缓存查找：哪个缓存条目会运行", function="cached_entry", points=2,
+    id="05.cache_lookup", title="用 Python 重做缓存查找：哪个缓存条目会运行",
+    stub=(
+        'def cached_entry(fn, args: tuple):\n'
+        '    """返回调用 fn(*args) 时会运行的缓存条目的编译 id（如 "0/1"），没有条目的守卫通过则返回 None。"""'),
+    points=2,
     public_cases=lambda: [
         _lookup_case("two-accept", [_spec(n=2), _spec(n=5)], [_spec(n=2), _spec(n=7), _spec(size=6)],
                      "静态条目和动态条目都接受 n=2：先检查的那个胜出"),

@@ -70,7 +70,10 @@ def _compare_bytes(expected, got, message: str) -> Verdict:
 
 EXERCISES.append(Exercise(
     id="06.saved_activations", title="AOTAutograd 保存了多少激活 (saved activations)",
-    function="aot_saved_bytes", points=2,
+    stub=(
+        'def aot_saved_bytes(fn, inputs, partition_fn):\n'
+        '    """用 aot_function 和给定的分区器编译 fn，运行一次前向，返回前向交给反向的激活的字节数（按存储去重，不计输入）。"""'),
+    points=2,
     public_cases=lambda: [
         _program_case("seed_default", models.SEED_STEPS, 0, "本章的示例程序，default_partition", partitioner="default"),
         _program_case("seed_min_cut", models.SEED_STEPS, 0, "同一个程序，min_cut_rematerialization_partition",
@@ -99,7 +102,10 @@ def _eager_saved_artifact(function, built) -> dict:
 
 EXERCISES.append(Exercise(
     id="06.eager_saved", title="即时 autograd 保存了多少激活 (saved tensors hooks)",
-    function="eager_saved_bytes", points=2,
+    stub=(
+        'def eager_saved_bytes(fn, inputs):\n'
+        '    """在 saved_tensors_hooks 里即时运行 fn(*inputs)，返回 autograd 为反向保存的激活的字节数（按存储去重，不计输入）。"""'),
+    points=2,
     public_cases=lambda: [
         _program_case("seed_program", models.SEED_STEPS, 0, "本章的示例程序"),
         _program_case("relu_scale", [("relu",), ("scale", 2.0), ("tanh",)], 1, "relu、乘常数、tanh"),
@@ -153,7 +159,10 @@ def _compare_chip(expected, got) -> Verdict:
 
 EXERCISES.append(Exercise(
     id="06.recompute_partition", title="重计算的分区器 (rematerializing partitioner)",
-    function="recompute_partition", points=3,
+    stub=(
+        'def recompute_partition(joint_module, joint_inputs, *, num_fwd_outputs, **kwargs):\n'
+        '    """分区器：反向用到的便宜前向值（逐点算子、视图）在反向里重算，其余交给 default_partition 保存。"""'),
+    points=3,
     public_cases=lambda: [
         _program_case("seed_program", models.SEED_STEPS, 0, "本章的示例程序：tanh、门控、缩放、高斯、残差"),
         _program_case("long_chain", LONG_CHAIN, 1, "两个 matmul 之间的一长串逐点运算"),
@@ -264,7 +273,11 @@ def _compare_min_cut(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="06.min_cut", title="手写最小割 (min-cut by hand)", function="min_save_set", points=3,
+    id="06.min_cut", title="手写最小割 (min-cut by hand)",
+    stub=(
+        'def min_save_set(problem):\n'
+        '    """用 networkx 最小割求要保存的值：合法（反向能得到所有 needed 的值）且总字节数最少。"""'),
+    points=3,
     public_cases=lambda: [
         _fixed_problem_case("example", models.EXAMPLE_PROBLEM, "本节图里的小例子"),
         _fixed_problem_case("shared_value", PUBLIC_PROBLEMS["shared_value"], "一个值被三个值读取"),
@@ -338,7 +351,11 @@ def _compare_decomposition(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="06.decompositions", title="分解表 (decomposition table)", function="decomposition_table", points=2,
+    id="06.decompositions", title="分解表 (decomposition table)",
+    stub=(
+        'def decomposition_table():\n'
+        '    """返回 {OpOverload: 函数} 分解表：把 sigmoid/silu/softplus/tanh/mish/gelu 降到 ALLOWED_OPS 里的算子。"""'),
+    points=2,
     public_cases=lambda: [
         _activation_case("silu_gelu_tanh", ["silu", "gelu_tanh"], 0, "F.silu 和 F.gelu(approximate='tanh')"),
         _activation_case("softplus_mish", ["softplus", "mish"], 1, "F.softplus 和 F.mish"),

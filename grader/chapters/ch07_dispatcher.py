@@ -134,7 +134,10 @@ def _gelu_random_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="07.gelu_native", title="给玩具芯片加上原生 GELU（前向 + 反向）", function="register_gelu_kernels",
+    id="07.gelu_native", title="给玩具芯片加上原生 GELU（前向 + 反向）",
+    stub=(
+        'def register_gelu_kernels() -> None:\n'
+        '    """用 toychip.register_kernel 为 aten::gelu 和 aten::gelu_backward 注册 NumPy 内核（两种 approximate 都支持）。"""'),
     points=3,
     public_cases=lambda: _gelu_cases_for_both_modes("", 0, "4×8 的 float32 芯片张量 x = 3·randn：调用 "),
     designed_cases=_gelu_designed_cases,
@@ -239,7 +242,10 @@ def _random_scenarios(rng: random.Random, count: int):
 
 
 EXERCISES.append(Exercise(
-    id="07.dispatch_keys", title="调度键计算器 (dispatch key set)", function="effective_dispatch_keys",
+    id="07.dispatch_keys", title="调度键计算器 (dispatch key set)",
+    stub=(
+        'def effective_dispatch_keys(tensors: list) -> list:\n'
+        '    """这些张量参数在当前线程局部状态下的调度键（名字），按优先级从高到低。"""'),
     points=2,
     public_cases=lambda: [
         _keys_case("devices", [("cpu", "plain"), ("chip", "plain"), ("meta", "plain"), ("chip+cpu_scalar", "plain")],
@@ -337,7 +343,10 @@ def _random_probe_case(rng: random.Random, index: int) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="07.probe_path", title="探针算子：亲眼看到调度路径 (with_keyset + redispatch)", function="install_probe",
+    id="07.probe_path", title="探针算子：亲眼看到调度路径 (with_keyset + redispatch)",
+    stub=(
+        'def install_probe(lib: Library, keys: list, log: list) -> None:\n'
+        '    """在 lib 中定义 probe(Tensor x) -> Tensor；在 keys 的每个键上注册内核：记录键名，后端键返回 x.clone()，其余 redispatch。"""'),
     points=3,
     public_cases=lambda: [
         _probe_case("all-keys-cpu", PROBE_KEYS, [("cpu", "plain"), ("cpu", "autocast_cpu"), ("cpu", "inference_mode")],
@@ -462,7 +471,10 @@ def _fallback_case(name: str, program: str, seed: int, shape=(3, 4), description
 
 
 EXERCISES.append(Exercise(
-    id="07.boxed_fallback", title="自己写一个装箱 (boxed) CPU 回退", function="chip_fallback",
+    id="07.boxed_fallback", title="自己写一个装箱 (boxed) CPU 回退",
+    stub=(
+        'def chip_fallback(op, *args, **kwargs):\n'
+        '    """装箱 CPU 回退：参数拷到 CPU 执行 op，把结果写回模式中标为 (a!) 的芯片参数，其余结果拷回芯片。"""'),
     points=3,
     public_cases=lambda: [
         _fallback_case("functional+inplace", "functional_and_inplace", 0,
@@ -626,7 +638,10 @@ def _random_bias_gelu_case(rng: random.Random, check: str) -> Case:
 
 
 EXERCISES.append(Exercise(
-    id="07.bias_gelu", title="自定义算子 bias_gelu：opcheck + 芯片内核 + fullgraph 编译", function="define_bias_gelu",
+    id="07.bias_gelu", title="自定义算子 bias_gelu：opcheck + 芯片内核 + fullgraph 编译",
+    stub=(
+        'def define_bias_gelu(namespace: str):\n'
+        '    """定义自定义算子 {namespace}::bias_gelu(x, bias) = gelu(x + bias, approximate="tanh")：CPU 实现、fake、autograd、芯片融合内核；返回该算子。"""'),
     points=3,
     public_cases=lambda: [
         _bias_gelu_case("forward", 0, (2, 3, 4), description="x 为 2×3×4，bias 为 4：CPU 上的输出"),

@@ -70,7 +70,10 @@ def _compare_policy(expected, got) -> Verdict:
 
 
 EXERCISES.append(Exercise(
-    id="08.allocator_policy", title="缓存分配器的选块策略 (block-selection policy)", function="choose_block",
+    id="08.allocator_policy", title="缓存分配器的选块策略 (block-selection policy)",
+    stub=(
+        'def choose_block(free_blocks: list, size: int):\n'
+        '    """返回 free_blocks 中要使用的块的下标（块大小 >= size），或 None 表示向设备申请新块。"""'),
     points=2,
     public_cases=lambda: [
         Case("split-trap", lambda: {"trace": models.SPLIT_TRAP},
@@ -269,7 +272,10 @@ def _random_yaml_ops(rng: random.Random) -> list[str]:
 
 
 EXERCISES.append(Exercise(
-    id="08.yaml_registration", title="用后端 YAML 注册一组算子 (backend YAML)", function="backend_yaml",
+    id="08.yaml_registration", title="用后端 YAML 注册一组算子 (backend YAML)",
+    stub=(
+        'def backend_yaml(ops: list) -> str:\n'
+        '    """返回后端 YAML 文本：backend: PrivateUse1、cpp_namespace: toychip、supported: ops 的 torchgen 名字。"""'),
     points=2,
     public_cases=lambda: [
         _yaml_case("flip-cumsum", ["aten::flip.default", "aten::cumsum.default"], 0, "两个默认重载"),
@@ -330,7 +336,10 @@ def _partition_case(name: str, program: str, seed: int, n: int, k: int, descript
 
 EXERCISES.append(Exercise(
     id="08.compile_partitioning", title="编译后端的分区：把芯片能跑的节点圈成岛 (partitioning)",
-    function="chip_islands", points=3,
+    stub=(
+        'def chip_islands(gm: fx.GraphModule) -> list:\n'
+        '    """返回芯片岛的列表，每个岛是一组节点名；岛内节点都受 ChipSupport 支持，且不形成依赖环。"""'),
+    points=3,
     public_cases=lambda: [
         _partition_case("cumsum-middle", "cumsum_middle", 0, 8, 16, "cumsum 没有芯片内核，夹在两段芯片算子中间"),
         _partition_case("two-branches", "two_branches", 1, 6, 12, "flip 没有芯片内核，在两条分支中的一条上"),
@@ -401,7 +410,11 @@ def _report_case(name: str, model: str, seed: int, n: int, d: int, description: 
 
 
 EXERCISES.append(Exercise(
-    id="08.op_report", title="逐算子性能报告 (per-op report)", function="op_report", points=2,
+    id="08.op_report", title="逐算子性能报告 (per-op report)",
+    stub=(
+        'def op_report(profile) -> list:\n'
+        '    """逐算子报告：每行 {"op", "calls", "time_us", "share"}，重载合并，按 (-time_us, op) 排序。"""'),
+    points=2,
     public_cases=lambda: [
         _report_case("mlp-gelu", "mlp_gelu", 0, 8, 16, "MLP 训练一步：GELU 回退到 CPU，有 add.Tensor 和 add.Scalar"),
         _report_case("attention", "attention", 1, 6, 8, "注意力 + cumsum（回退）"),
@@ -618,7 +631,10 @@ def _autoload_cases(prefix: str, name: str, aspects) -> list[Case]:
 
 EXERCISES.append(Exercise(
     id="08.autoload_package", title="打包：让 import torch 自动加载芯片 (torch.backends 入口点)",
-    function="autoload_package", points=2,
+    stub=(
+        'def autoload_package(name: str) -> dict:\n'
+        '    """返回 {"pyproject": pyproject.toml 文本, "module": name/__init__.py 文本}，入口点组 torch.backends。"""'),
+    points=2,
     # torch's own loader, in the analysis process: a fresh interpreter per case
     # (models.import_torch_in_subprocess, which the notebook runs) costs a torch import per case
     public_cases=lambda: _autoload_cases("", "toychip_plugin", AUTOLOAD_REQUIREMENTS),
@@ -721,7 +737,10 @@ def _ends_case(name: str, act: str, seed: int, mixed: bool = False, description:
 
 
 EXERCISES.append(Exercise(
-    id="08.port_model", title="完整适配案例：把一个卷积网络移植到芯片上 (capstone)", function="port_model",
+    id="08.port_model", title="完整适配案例：把一个卷积网络移植到芯片上 (capstone)",
+    stub=(
+        'def port_model() -> None:\n'
+        '    """用 toychip.register_kernel 为 hardswish、leaky_relu、hardtanh 及它们的 backward 注册芯片内核。"""'),
     points=4,
     public_cases=lambda: [
         _port_case("hardswish+leaky", 0, 4, ("hardswish", "leaky_relu"), "Hardswish 与 LeakyReLU(0.1)"),

@@ -1,9 +1,10 @@
-"""Reading notebooks safely and finding their graded cells.
+"""Reading notebooks safely, finding their graded cells, and what those cells must hold.
 
 Cell conventions (every chapter): an answer cell has nbgrader metadata
-``solution: true`` and ``grade_id: "answer-03-remove_dropout"`` and holds a stub ending in
-``raise NotImplementedError(...)``; its check cell has ``grade: true``,
+``solution: true`` and ``grade_id: "answer-03-remove_dropout"`` and holds the declaration's
+stub ending in ``raise NotImplementedError(...)``; its check cell has ``grade: true``,
 ``grade_id: "check-03-remove_dropout"`` and holds only ``check("03.remove_dropout")``.
+:func:`answer_cell` and :func:`check_cell` make both from the declaration.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ sys.modules.setdefault("rfc3987_syntax", None)
 import nbformat  # noqa: E402
 
 from .. import chapters
+from ..authoring import Exercise
 from ..errors import GraderError
 
 ANSWER_PREFIX, CHECK_PREFIX = "answer-", "check-"
@@ -69,6 +71,26 @@ def exercise_id(cell_grade_id: str) -> str:
             chapter, _, name = cell_grade_id[len(prefix):].partition("-")
             return f"{chapter}.{name}"
     raise GraderError(f"grade_id {cell_grade_id!r} follows neither 'answer-CH-NAME' nor 'check-CH-NAME'")
+
+
+def cell_grade_id(prefix: str, identifier: str) -> str:
+    """``("check-", "03.remove_dropout")`` → ``check-03-remove_dropout`` (nbgrader ids have no dots)."""
+    return prefix + identifier.replace(".", "-", 1)
+
+
+def answer_cell(exercise: Exercise) -> nbformat.NotebookNode:
+    """The answer cell as the learner first sees it: the stub, and a raise that reads as unanswered."""
+    source = f'{exercise.stub}\n    raise NotImplementedError("练习 {exercise.id}：请在这里实现")'
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": {
+        "grade": False, "grade_id": cell_grade_id(ANSWER_PREFIX, exercise.id), "locked": False,
+        "schema_version": 3, "solution": True}})
+
+
+def check_cell(exercise: Exercise) -> nbformat.NotebookNode:
+    """The check cell: one call, locked, worth the declared points."""
+    return nbformat.v4.new_code_cell(f'check("{exercise.id}")', metadata={"nbgrader": {
+        "grade": True, "grade_id": cell_grade_id(CHECK_PREFIX, exercise.id), "locked": True,
+        "points": exercise.points, "schema_version": 3, "solution": False}})
 
 
 def check_cells(notebook) -> dict[str, dict]:

@@ -7,7 +7,8 @@
 - :mod:`.reports`: JUnit XML and Gradescope ``results.json``;
 - :mod:`.seed`: the secret seed of the hidden cases;
 - :mod:`.warm_cache`: the Inductor cache of the references' run, copied into every sandbox;
-- :mod:`.gradescope`: a Gradescope autograder zip for one chapter, and what it runs there.
+- :mod:`.gradescope`: a Gradescope autograder zip for one chapter, and what it runs there;
+- :mod:`.lint`: the chapter notebooks checked against the declarations, derived cells written.
 
 The top layer: imports :mod:`grader.grading` and below; nothing imports it but the CLI.
 """

@@ -1,9 +1,8 @@
 """Turning a chapter notebook into nbgrader's source: reference solutions injected.
 
-Answer cells hold a stub ending in ``raise NotImplementedError(...)``; the source keeps
-the stub's signature and docstring and puts the reference's body between nbgrader's
-``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers, which ``generate_assignment``
-turns back into a stub for the release.
+An answer cell of the source is the declaration's stub (signature and docstring) with the
+reference's body between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers,
+which ``generate_assignment`` turns back into a stub for the release.
 """
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ import nbformat
 
 from .. import chapters
 from ..authoring import Exercise
-from ..errors import GraderError
 from ..grading.notebooks import ANSWER_PREFIX, exercise_id, grade_id
 
 
@@ -31,12 +29,9 @@ def reference_body(function) -> str:
     return textwrap.indent(textwrap.dedent("\n".join(lines)), "    ")
 
 
-def _solution_source(stub: str, exercise: Exercise) -> str:
-    lines = stub.rstrip().splitlines()
-    if not lines or not lines[-1].strip().startswith("raise NotImplementedError"):
-        raise GraderError(f"answer cell of {exercise.id} must end with 'raise NotImplementedError(...)'")
-    return "\n".join(lines[:-1] + ["    ### BEGIN SOLUTION", reference_body(exercise.reference_function),
-                                   "    ### END SOLUTION"])
+def _solution_source(exercise: Exercise) -> str:
+    return "\n".join([exercise.stub, "    ### BEGIN SOLUTION", reference_body(exercise.reference_function),
+                      "    ### END SOLUTION"])
 
 
 def inject_solutions(notebook) -> nbformat.NotebookNode:
@@ -44,7 +39,7 @@ def inject_solutions(notebook) -> nbformat.NotebookNode:
     filled = copy.deepcopy(notebook)
     for cell in filled.cells:
         if grade_id(cell).startswith(ANSWER_PREFIX):
-            cell.source = _solution_source(cell.source, chapters.get(exercise_id(grade_id(cell))))
+            cell.source = _solution_source(chapters.get(exercise_id(grade_id(cell))))
     return filled
 
 

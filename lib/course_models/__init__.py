@@ -1,1 +1,1 @@
-"""Small example models shared by the notebooks and the grader's cases."""
+"""Small example models shared by the notebooks and the grader's cases: ``chNN_models`` for chapter NN."""

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.shape_prop import ShapeProp
 
-from course_models.fx_models import MixedActivations, ModelWithDropout, SeedModel, pointwise_chains
+from course_models.ch03_models import MixedActivations, ModelWithDropout, SeedModel, pointwise_chains
 from facts import backs, function_source
 
 # Importing Inductor (AOTAutograd compiles do) runs torch.jit.script_method inside torch, which warns;

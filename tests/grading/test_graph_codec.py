@@ -6,7 +6,7 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from course_models.fx_models import ConvBNNet, MixedActivations, pointwise_chains, randomize_batchnorm_stats
+from course_models.ch03_models import ConvBNNet, MixedActivations, pointwise_chains, randomize_batchnorm_stats
 from grader.sandbox.graph_codec import GraphCodecError, decode, encode, pack, unpack
 from grader.sandbox.plain_data import dumps, loads
 

@@ -6,7 +6,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
-from course_models.fx_models import ModelWithDropout
+from course_models.ch03_models import ModelWithDropout
 from graphviews import diff_fx, from_fx
 
 
