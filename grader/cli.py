@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .errors import GraderError
-from .grading.feedback import format_result, score_text
+from .grading.feedback import format_result, reason, score_text, status
 from .grading.harness import SOLUTIONS_DIR, grade_file, grade_notebook, graded_exercises
 from .grading.notebooks import read_notebook
 from .grading.results import ExerciseResult
@@ -17,12 +17,12 @@ from .sandbox.confinement import Limits
 
 
 def _table(results: list[ExerciseResult]) -> str:
-    """The instructor's view of a graded submission: one row per exercise."""
+    """The instructor's view of a graded submission: one row per exercise, with the reason the
+    learner's feedback gives."""
     width = max(len(r.exercise_id) for r in results)
     rows = [f"{'exercise':{width}}  {'points':>9}  {'status':10}  reason"]
     for r in results:
-        state = "pass" if r.passed else "unanswered" if r.unanswered else "fail"
-        rows.append(f"{r.exercise_id:{width}}  {r.points:>4g}/{r.max_points:<4g}  {state:10}  {r.reason}")
+        rows.append(f"{r.exercise_id:{width}}  {r.points:>4g}/{r.max_points:<4g}  {status(r):10}  {reason(r)}")
     total, best = sum(r.points for r in results), sum(r.max_points for r in results)
     rows.append(f"{'total':{width}}  {total:>4g}/{best:<4g}")
     return "\n".join(rows)

@@ -124,6 +124,12 @@ class Exercise:
         return ast.parse(self.stub).body[0].name
 
     @property
+    def analysis_confined(self) -> bool:
+        """Whether grading analyses this exercise's artifacts in a confined process of their own
+        (the one place that decides it: an analysis that runs what the artifact describes)."""
+        return self.analyze is not keep_artifact and self.confine_analysis
+
+    @property
     def reference_function(self) -> Callable:
         """The reference implementation (trusted side only: the sandbox cannot see it)."""
         return resolve(self.reference)

@@ -1,4 +1,6 @@
-"""Learner-facing feedback, in Chinese: the status, which case failed, expected vs got, a hint.
+"""Learner-facing feedback, in Chinese: the status, which case failed, expected vs got, a hint,
+and the words for every failure an outcome can come to. All of it is here: the notebook,
+the command line, nbgrader's feedback and the JSON reports say the same.
 
 Hidden cases are reported as pass/fail only: their inputs never appear. The hint names
 the approach, so self-study shows it only after a repeated failure (or on request).
@@ -10,13 +12,90 @@ without an emoji font shows them too. In a notebook the status is also a coloure
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from ..authoring import Exercise
-from .results import CaseResult, ExerciseResult
+from ..sandbox.outcome import Failure, FailureKind, ProcessEnd
+
+if TYPE_CHECKING:  # results words its reasons with this module, so it is imported for types only
+    from .results import CaseResult, ExerciseResult
+
+ALLOWED_DATA = ("None、bool、int、float、str、bytes、list、tuple、键为 str 的 dict、CPU 上的普通 torch.Tensor"
+                "（NumPy 的数请先用 int(x)、float(x) 转换，Counter 等 dict 的子类请用 dict(...) 转换）")
 
 # status: (mark, word, colour of the notebook's label)
 STATUSES = {"passed": ("√", "通过", "#1a7f37"), "failed": ("×", "未通过", "#cf222e"),
             "unanswered": ("○", "还没有作答", "#6e7781")}
+
+
+def unanswered_message(exercise: Exercise, failure: Failure) -> str:
+    """Why a whole exercise could not be checked (no function, or still the stub)."""
+    if failure.kind is FailureKind.NOT_IMPLEMENTED:
+        return f"函数 {exercise.function} 还没有实现（抛出了 NotImplementedError）。"
+    return f"没有找到函数 {exercise.function}：答案单元格还没有运行，或者运行时出错、没有定义它。"
+
+
+def ended(end: ProcessEnd) -> str:
+    """How a sandbox process stopped, to follow "你的函数在这个用例上" and the like."""
+    if end.timed_out:
+        return "超时"
+    if end.signal:
+        return f"导致沙箱进程被信号 {end.signal} 终止"
+    return "导致沙箱进程仍在运行" if end.exit_code is None else f"导致沙箱进程以退出码 {end.exit_code} 结束"
+
+
+# A case's failure in the learner's words (ANALYSIS: analysis_message; MISSING and NOT_IMPLEMENTED
+# are the whole exercise's: unanswered_message).
+CASE_FAILURES = {
+    FailureKind.RAISED: "你的函数抛出了异常 {detail}",
+    FailureKind.NOT_PLAIN: "你的函数返回了评分无法接受的值：{detail}。只接受普通数据：" + ALLOWED_DATA + "。",
+    FailureKind.TIMEOUT: "你的函数在这个用例上超时（时限 {seconds:g} 秒）。",
+    FailureKind.CRASHED: "你的函数在这个用例上{ended}。",
+    FailureKind.CRASHED_BEFORE: "沙箱进程在运行你的代码时{ended}。",
+    FailureKind.SKIPPED: "同一练习的前一个用例{ended}，其余用例没有再运行。",
+    FailureKind.NO_RESULT: "沙箱没有写出这个用例的结果。",
+    FailureKind.MALFORMED: "沙箱写出的结果格式不对。",
+    FailureKind.ENVIRONMENT: "{detail}",   # what this machine lacks, said by cxx_toolchain
+}
+
+
+def failure_message(failure: Failure) -> str:
+    """A case's failure, in the learner's words."""
+    if failure.kind is FailureKind.ANALYSIS:
+        return analysis_message(failure.cause)
+    return CASE_FAILURES[failure.kind].format(detail=failure.detail, seconds=failure.seconds,
+                                              ended=ended(failure.end) if failure.end else "")
+
+
+def analysis_message(cause: Failure) -> str:
+    """Why the learner's return value could not be analysed (in the grader's confined process)."""
+    if cause.kind is FailureKind.RAISED:
+        return unjudgeable(cause.detail)
+    if cause.kind is FailureKind.TIMEOUT:
+        return f"分析你的返回值时超时（时限 {cause.seconds:g} 秒）：它运行的程序可能不会结束。"
+    return f"分析你的返回值时失败：{failure_message(cause)}"
+
+
+def unjudgeable(detail: str) -> str:
+    """A return value whose analysis or comparison raised ``detail``."""
+    return f"返回值无法评分（{detail}）。"
+
+
+def cell_notes(skipped_cells: dict[int, ProcessEnd], cell_errors: dict[int, str]) -> list[str]:
+    """What grading says about the submission's cells: skipped ones, and ones that raised."""
+    notes = [f"第 {i + 1} 个单元格{ended(end)}，评分时跳过了它。" for i, end in sorted(skipped_cells.items())]
+    return notes + [f"第 {i + 1} 个单元格出错：{error}" for i, error in sorted(cell_errors.items())]
+
+
+def reason(result: ExerciseResult) -> str:
+    """One line: why it failed (hidden cases without their inputs), or "" if passed."""
+    if result.error is not None:
+        return result.error
+    for case in result.cases:
+        if not case.verdict.ok:
+            where = "隐藏用例" if case.hidden else f"用例「{case.case}」"
+            return f"{where}：{case.verdict.message}"
+    return ""
 
 
 def status(result: ExerciseResult) -> str:

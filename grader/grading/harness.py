@@ -19,12 +19,13 @@ import cxx_toolchain
 
 from .. import chapters
 from ..authoring import Exercise
-from ..authoring.exercise import keep_artifact
 from ..errors import GraderError
 from ..sandbox.confinement import Limits
 from ..sandbox.driver import SandboxReport, Task, run_in_sandbox
+from ..sandbox.outcome import Artifact, Facts, Failure, FailureKind, Outcome
 from .cell_slice import needed_cells, statically_bound
-from .judge import exercise_cases, failure_message, judge_exercise
+from .feedback import cell_notes
+from .judge import exercise_cases, judge_exercise
 from .notebooks import CHECK_PREFIX, grade_id, named_exercises, read_notebook
 from .results import ExerciseResult
 
@@ -74,9 +75,11 @@ def _missed_a_name(report: SandboxReport, tasks: list[Task], sliced: list[tuple[
     bound = statically_bound(sliced)
     for task in tasks:
         outcome = report.outcomes[task.id]
-        if outcome.get("error") == "missing" and task.function not in bound:
+        if not isinstance(outcome, Failure):
+            continue
+        if outcome.kind is FailureKind.MISSING and task.function not in bound:
             return True
-        if outcome.get("error") == "raised" and outcome.get("detail", "").startswith("NameError"):
+        if outcome.kind is FailureKind.RAISED and outcome.detail.startswith("NameError"):
             return True
     return any(error.startswith("NameError") for error in report.cell_errors.values())
 
@@ -90,19 +93,20 @@ def run_submission(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
     return report
 
 
-def analyze_in_sandbox(plan, outcomes: dict[int, dict], limits: Limits) -> dict[int, dict]:
-    """Turn every artifact into facts in a confined process of its own, under the learner's
-    limits: analysing runs learner-derived programs (rebuilt graphs, TorchScript, exported
-    programs), which may loop or allocate without bound. (No lower memory cap: the limit is
-    on address space, and a CUDA build of torch alone maps about 3.4 GiB when imported.)
-    Returns the outcomes with ``facts`` (or an ``analysis`` error) in place of those artifacts."""
+def analyze_in_sandbox(plan, outcomes: dict[int, Outcome], limits: Limits) -> dict[int, Outcome]:
+    """Turn the artifacts of exercises whose analysis is confined (:attr:`Exercise.analysis_confined`)
+    into facts in a confined process of its own, under the learner's limits: analysing runs
+    learner-derived programs (rebuilt graphs, TorchScript, exported programs), which may loop
+    or allocate without bound. (No lower memory cap: the limit is on address space, and a
+    CUDA build of torch alone maps about 3.4 GiB when imported.) Returns the outcomes with
+    :class:`Facts`, or an ``ANALYSIS`` failure, in place of those artifacts."""
     tasks, values = [], {}
     task_id = 0
     for exercise, cases in plan:
         for planned in cases:
             outcome = outcomes[task_id]
-            if "artifact" in outcome and exercise.analyze is not keep_artifact and exercise.confine_analysis:
-                values[f"artifact_{task_id}"] = outcome["artifact"]
+            if isinstance(outcome, Artifact) and exercise.analysis_confined:
+                values[f"artifact_{task_id}"] = outcome.value
                 tasks.append(Task(task_id, exercise.function, exercise.analyze_name, planned.case.build(),
                                   value=f"artifact_{task_id}"))
             task_id += 1
@@ -111,18 +115,9 @@ def analyze_in_sandbox(plan, outcomes: dict[int, dict], limits: Limits) -> dict[
     analysed = run_in_sandbox([], tasks, limits, values=values, preforked=True).outcomes
     merged = dict(outcomes)
     for task_id, analysis in analysed.items():
-        merged[task_id] = ({"facts": analysis["artifact"]} if "artifact" in analysis
-                           else {"error": "analysis", "detail": analysis_failure(analysis)})
+        merged[task_id] = (Facts(analysis.value) if isinstance(analysis, Artifact)
+                           else Failure(FailureKind.ANALYSIS, cause=analysis))
     return merged
-
-
-def analysis_failure(outcome: dict) -> str:
-    """Why the learner's return value could not be analysed (the same words as self-study)."""
-    if outcome["error"] == "raised":
-        return f"返回值无法评分（{outcome['detail']}）。"
-    if outcome["error"] == "timeout":
-        return f"分析你的返回值时超时（时限 {outcome['seconds']:g} 秒）：它运行的程序可能不会结束。"
-    return f"分析你的返回值时失败：{failure_message(outcome)}"
 
 
 def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None = None,
@@ -150,9 +145,7 @@ def grade_notebook(notebook, *, seed: int, name: str = "", limits: Limits | None
         outcomes = [outcomes_by_task[next_task + index] for index in range(len(cases))]
         next_task += len(cases)
         results.append(judge_exercise(exercise, cases, outcomes))
-    notes = [f"第 {i + 1} 个单元格{how}，评分时跳过了它。" for i, how in sorted(report.skipped_cells.items())]
-    notes += [f"第 {i + 1} 个单元格出错：{error}" for i, error in sorted(report.cell_errors.items())]
-    return SubmissionResult(results, notes, report.isolation)
+    return SubmissionResult(results, cell_notes(report.skipped_cells, report.cell_errors), report.isolation)
 
 
 def grade_file(path, *, seed: int | None = None, limits: Limits | None = None,

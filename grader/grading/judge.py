@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..authoring import Case, Exercise, Verdict
+from ..sandbox.outcome import Facts, Failure, Outcome
+from .feedback import failure_message, unanswered_message, unjudgeable
 from .results import CaseResult, ExerciseResult
-
-ALLOWED_DATA = ("None、bool、int、float、str、bytes、list、tuple、键为 str 的 dict、CPU 上的普通 torch.Tensor"
-                "（NumPy 的数请先用 int(x)、float(x) 转换，Counter 等 dict 的子类请用 dict(...) 转换）")
-EXERCISE_LEVEL_ERRORS = ("missing", "not_implemented")
 
 
 @dataclass(frozen=True)
@@ -54,53 +52,29 @@ def expected_facts(exercise: Exercise, planned: PlannedCase) -> Any:
     return _expected[key]
 
 
-def exercise_error(exercise: Exercise, kind: str) -> str:
-    """Why a whole exercise could not be checked (no function, or still the stub)."""
-    if kind == "not_implemented":
-        return f"函数 {exercise.function} 还没有实现（抛出了 NotImplementedError）。"
-    return f"没有找到函数 {exercise.function}：答案单元格还没有运行，或者运行时出错、没有定义它。"
-
-
-def failure_message(outcome: dict) -> str:
-    """Learner-facing text for an outcome that carries no artifact."""
-    kind, detail = outcome["error"], outcome.get("detail", "")
-    if kind == "raised":
-        return f"你的函数抛出了异常 {detail}"
-    if kind == "not_plain":
-        return f"你的函数返回了评分无法接受的值：{detail}。只接受普通数据：{ALLOWED_DATA}。"
-    if kind == "timeout":
-        return f"你的函数在这个用例上超时（时限 {outcome['seconds']:g} 秒）。"
-    if kind == "no_result":
-        return "沙箱没有写出这个用例的结果。"
-    if kind == "malformed":
-        return "沙箱写出的结果格式不对。"
-    if kind == "analysis":
-        return detail
-    return detail or f"没有结果（{kind}）。"
-
-
-def case_verdict(exercise: Exercise, planned: PlannedCase, outcome: dict) -> Verdict:
-    """Analyse a learner's artifact (unless the grader's analysis process already did:
-    ``facts``) and compare it with the reference's facts."""
-    if "error" in outcome:
+def case_verdict(exercise: Exercise, planned: PlannedCase, outcome: Outcome) -> Verdict:
+    """Compare the learner's facts with the reference's. An artifact that arrives here is
+    analysed in this process: self-study's own kernel, or grading where the exercise's
+    analysis is not confined (the harness has made the others :class:`Facts`)."""
+    if isinstance(outcome, Failure):
         return Verdict(False, failure_message(outcome))
     expected = expected_facts(exercise, planned)
     try:
-        got = outcome["facts"] if "facts" in outcome else exercise.analyze(outcome["artifact"], planned.case.build())
+        got = outcome.value if isinstance(outcome, Facts) else exercise.analyze(outcome.value, planned.case.build())
         verdict = exercise.compare(expected, got)
         if verdict.ok and exercise.performance is not None:
             verdict = exercise.performance.judge(expected, got)
     except Exception as failure:  # a malformed artifact must never crash the batch
-        verdict = Verdict(False, f"返回值无法评分（{type(failure).__name__}: {failure}）。")
+        verdict = Verdict(False, unjudgeable(f"{type(failure).__name__}: {failure}"))
     return verdict
 
 
-def judge_exercise(exercise: Exercise, cases: list[PlannedCase], outcomes: list[dict]) -> ExerciseResult:
+def judge_exercise(exercise: Exercise, cases: list[PlannedCase], outcomes: list[Outcome]) -> ExerciseResult:
     """The result of one exercise from its cases' outcomes (in the same order)."""
     result = ExerciseResult(exercise.id, exercise.title, exercise.points, partial_credit=exercise.partial_credit)
     for planned, outcome in zip(cases, outcomes):
-        if outcome.get("error") in EXERCISE_LEVEL_ERRORS:
-            result.error, result.cases, result.unanswered = exercise_error(exercise, outcome["error"]), [], True
+        if isinstance(outcome, Failure) and outcome.unanswered:
+            result.error, result.cases, result.unanswered = unanswered_message(exercise, outcome), [], True
             break
         result.cases.append(CaseResult(planned.case.name, planned.hidden, case_verdict(exercise, planned, outcome)))
     return result

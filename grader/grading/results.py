@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..authoring import Verdict
+from . import feedback
 
 
 @dataclass
@@ -37,14 +38,8 @@ class ExerciseResult:
 
     @property
     def reason(self) -> str:
-        """One line: why it failed (hidden cases without their inputs), or "" if passed."""
-        if self.error is not None:
-            return self.error
-        for case in self.cases:
-            if not case.verdict.ok:
-                where = "隐藏用例" if case.hidden else f"用例「{case.case}」"
-                return f"{where}：{case.verdict.message}"
-        return ""
+        """One line: why it failed, or "" if passed (worded by :func:`.feedback.reason`)."""
+        return feedback.reason(self)
 
     @staticmethod
     def _case_json(case: CaseResult) -> dict:

@@ -17,8 +17,9 @@ from typing import Callable
 from .. import chapters
 from ..authoring import Exercise
 from ..sandbox.calls import CASE_TIMEOUT_S, call_learner, read_outcome
+from ..sandbox.outcome import Failure
 from .feedback import CheckReport
-from .judge import EXERCISE_LEVEL_ERRORS, exercise_cases, judge_exercise
+from .judge import exercise_cases, judge_exercise
 from .results import ExerciseResult
 
 FAILURES_BEFORE_HINT = 2
@@ -32,7 +33,7 @@ def run_in_kernel(exercise: Exercise, function: Callable | None, *, include_hidd
     outcomes = []
     for planned in cases:
         outcomes.append(read_outcome(call_learner(function, exercise.produce, planned.case.build(), timeout_s=timeout_s)))
-        if outcomes[-1].get("error") in EXERCISE_LEVEL_ERRORS:
+        if isinstance(outcomes[-1], Failure) and outcomes[-1].unanswered:
             break  # the same for every case: no point in calling again
     return judge_exercise(exercise, cases[:len(outcomes)], outcomes)
 

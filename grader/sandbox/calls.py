@@ -4,14 +4,8 @@ Self-study (``check()`` in the learner's kernel) and grading (the sandbox proces
 call :func:`call_learner`, which returns the outcome as bytes, and both read it back
 with :func:`read_outcome`. So what a learner sees in the notebook went through exactly
 the code that grading uses: the same exception handling, the same plain-data boundary,
-the same deadline. An outcome is a dict:
-
-- ``{"artifact": value}``: the function ran; ``value`` is plain data;
-- ``{"error": kind, ...}``: ``missing`` (no such function), ``not_implemented``,
-  ``raised`` (with ``detail``), ``not_plain`` (with ``detail``), ``timeout`` (with
-  ``seconds``), ``environment`` (Inductor found no C++ compiler or no Python.h, with
-  ``detail``); the sandbox's driver adds ``crashed``, ``no_result`` and ``skipped`` (with
-  ``detail``) when the process itself failed a case.
+the same deadline. The outcome is an :class:`~.outcome.Artifact` or a
+:class:`~.outcome.Failure` (see :mod:`.outcome`).
 """
 from __future__ import annotations
 
@@ -24,6 +18,7 @@ from typing import Callable
 
 import cxx_toolchain
 
+from .outcome import Artifact, Failure, FailureKind, from_plain, to_plain
 from .plain_data import NotPlainData, dumps, loads, require_plain
 
 MAX_ERROR_CHARS = 500
@@ -90,20 +85,20 @@ def deadline(seconds: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _outcome(function: Callable | None, produce: Callable, built: dict, timeout_s: float | None) -> dict:
+def _outcome(function: Callable | None, produce: Callable, built: dict, timeout_s: float | None) -> Artifact | Failure:
     if not callable(function):
-        return {"error": "missing"}
+        return Failure(FailureKind.MISSING)
     try:
         with deadline(timeout_s):
-            return {"artifact": produce(function, built)}
+            return Artifact(produce(function, built))
     except NotImplementedError:
-        return {"error": "not_implemented"}
+        return Failure(FailureKind.NOT_IMPLEMENTED)
     except CaseTimeout:
-        return {"error": "timeout", "seconds": timeout_s}
+        return Failure(FailureKind.TIMEOUT, seconds=timeout_s)
     except BaseException as error:  # learner code may raise SystemExit, KeyboardInterrupt, ...
         if cxx_toolchain.compiler_missing(error):  # this machine's problem, said as such
-            return {"error": "environment", "detail": cxx_toolchain.missing_message()}
-        return {"error": "raised", "detail": describe_exception(error)}
+            return Failure(FailureKind.ENVIRONMENT, cxx_toolchain.missing_message())
+        return Failure(FailureKind.RAISED, describe_exception(error))
 
 
 def call_learner(function: Callable | None, produce: Callable, built: dict, *,
@@ -111,11 +106,11 @@ def call_learner(function: Callable | None, produce: Callable, built: dict, *,
     """Call ``produce(function, built)`` and serialise the outcome as plain data."""
     outcome = _outcome(function, produce, built, timeout_s)
     try:
-        if "artifact" in outcome:
-            require_plain(outcome["artifact"])  # names the offending value from the learner's view
-        return dumps(outcome)
+        if isinstance(outcome, Artifact):
+            require_plain(outcome.value)  # names the offending value from the learner's view
+        return dumps(to_plain(outcome))
     except NotPlainData as error:
-        return dumps({"error": "not_plain", "detail": str(error)})
+        return dumps(to_plain(Failure(FailureKind.NOT_PLAIN, str(error))))
 
 
 def call_analysis(analyze: Callable, artifact, built: dict) -> bytes:
@@ -124,12 +119,9 @@ def call_analysis(analyze: Callable, artifact, built: dict) -> bytes:
     return call_learner(analyze, lambda function, case: function(artifact, case), built, timeout_s=None)
 
 
-def read_outcome(data: bytes) -> dict:
+def read_outcome(data: bytes) -> Artifact | Failure:
     """An outcome back from bytes that untrusted code may have written."""
     try:
-        outcome = loads(data)
+        return from_plain(loads(data))
     except NotPlainData as error:
-        return {"error": "not_plain", "detail": str(error)}
-    if type(outcome) is not dict or not ("artifact" in outcome or type(outcome.get("error")) is str):
-        return {"error": "malformed"}
-    return outcome
+        return Failure(FailureKind.NOT_PLAIN, str(error))

@@ -32,6 +32,7 @@ from . import filesystem_view
 from .confinement import Limits, confine, strong_isolation_available
 from .forkserver import ForkedProcess, ForkServer, ForkServerError, emptied
 from .graph_codec import pack
+from .outcome import Failure, FailureKind, Outcome, ProcessEnd
 
 OUTPUT_TAIL_BYTES = 4000
 EXIT_GRACE_S = 5.0   # between a process closing its progress pipe and its exit status
@@ -57,9 +58,9 @@ class Task:
 
 @dataclass
 class SandboxReport:
-    outcomes: dict[int, dict]    # task id -> outcome (see grader.sandbox.calls)
+    outcomes: dict[int, Outcome]   # task id -> outcome
     cell_errors: dict[int, str] = field(default_factory=dict)
-    skipped_cells: dict[int, str] = field(default_factory=dict)
+    skipped_cells: dict[int, ProcessEnd] = field(default_factory=dict)   # cell index -> how it ended the process
     isolation: str = ""
     output_tail: str = ""
 
@@ -243,13 +244,14 @@ class _Attempt:
         self.reader.close()
         self.output.close()
 
-    def exit_description(self) -> str:
+    def end(self, timed_out: bool) -> ProcessEnd:
+        """How the process stopped: over its deadline (``timed_out``), else by its exit status."""
         code = self.process.poll()
-        if code is None:
-            return "仍在运行"
-        if code < 0:
-            return f"被信号 {signal.Signals(-code).name} 终止"
-        return f"以退出码 {code} 结束"
+        if timed_out:
+            return ProcessEnd(timed_out=True)
+        if code is not None and code < 0:
+            return ProcessEnd(signal=signal.Signals(-code).name)
+        return ProcessEnd(exit_code=code)
 
 
 _server: ForkServer | None = None   # this process's fork server, started on first use
@@ -332,9 +334,9 @@ def _processes():
         yield int(status.parent.name), dict(line.split(":\t", 1) for line in lines if ":\t" in line)
 
 
-def _read_outcome(path: Path) -> dict:
+def _read_outcome(path: Path) -> Outcome:
     if not path.is_file():
-        return {"error": "no_result"}
+        return Failure(FailureKind.NO_RESULT)
     return read_outcome(path.read_bytes())
 
 
@@ -385,23 +387,22 @@ def run_in_sandbox(cells: list[tuple[int, str]], tasks: list[Task], limits: Limi
                 server = None
             if finished or not remaining:
                 break
-            how = "超时" if timed_out else f"导致沙箱进程{attempt.exit_description()}"
+            end = attempt.end(timed_out)
             if current is None:
                 for task in remaining:
-                    report.outcomes[task.id] = {"error": "crashed", "detail": f"沙箱进程在运行你的代码时{how}。"}
+                    report.outcomes[task.id] = Failure(FailureKind.CRASHED_BEFORE, end=end)
                 break
             kind, identifier = current
             if kind == "cell":
-                report.skipped_cells[identifier] = how
+                report.skipped_cells[identifier] = end
             else:
                 blamed = next(t for t in remaining if t.id == identifier)
-                report.outcomes[identifier] = (
-                    {"error": "timeout", "seconds": limits.task_timeout_s} if timed_out
-                    else {"error": "crashed", "detail": f"你的函数在这个用例上{how}。"})
+                report.outcomes[identifier] = (Failure(FailureKind.TIMEOUT, seconds=limits.task_timeout_s) if timed_out
+                                               else Failure(FailureKind.CRASHED, end=end))
                 # The same function would most likely do it again: spend no more time on it.
                 for task in remaining:
                     if task.function == blamed.function and task.id != identifier:
-                        report.outcomes[task.id] = {"error": "skipped", "detail": f"同一练习的前一个用例{how}，其余用例没有再运行。"}
+                        report.outcomes[task.id] = Failure(FailureKind.SKIPPED, end=end)
                 remaining = [t for t in remaining if t.function != blamed.function]
     except BaseException:
         if server is not None:  # it may still be running a child for us

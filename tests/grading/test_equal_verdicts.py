@@ -22,6 +22,7 @@ from grader.grading.harness import SOLUTIONS_DIR, grade_notebook
 from grader.grading.notebooks import CHECK_PREFIX, grade_id
 from grader.grading.selfstudy import run_in_kernel
 from grader.sandbox.calls import call_learner, read_outcome
+from grader.sandbox.outcome import Failure, FailureKind
 from grader.sandbox.confinement import Limits
 from answers import WRONG_ANSWERS
 from notebook_builders import NOTEBOOKS, answers_only, wrong_answer_source
@@ -109,12 +110,12 @@ def test_numpy_scalar_return_is_named_in_check_and_in_grading():
 def test_a_counter_of_tensors_is_refused_with_its_type():
     outcome = read_outcome(call_learner(lambda: __import__("collections").Counter(a=torch.ones(1)),
                                         lambda function, built: function(), {}))
-    assert outcome["error"] == "not_plain" and "collections.Counter" in outcome["detail"]
+    assert outcome.kind is FailureKind.NOT_PLAIN and "collections.Counter" in outcome.detail
 
 
 def test_numpy_array_is_refused_with_its_type():
     outcome = read_outcome(call_learner(lambda: [np.zeros(2)], lambda function, built: function(), {}))
-    assert outcome == {"error": "not_plain", "detail": "返回值[0] 的类型是 numpy.ndarray"}
+    assert outcome == Failure(FailureKind.NOT_PLAIN, "返回值[0] 的类型是 numpy.ndarray")
 
 
 def test_self_study_call_that_overruns_its_deadline_times_out():
@@ -122,9 +123,9 @@ def test_self_study_call_that_overruns_its_deadline_times_out():
         while True:
             pass
     outcome = read_outcome(call_learner(lambda: None, endless, {}, timeout_s=0.2))
-    assert outcome == {"error": "timeout", "seconds": 0.2}
+    assert outcome == Failure(FailureKind.TIMEOUT, seconds=0.2)
 
 
 def test_missing_function_is_an_outcome_not_an_exception():
-    assert read_outcome(call_learner(None, lambda function, built: function(), {})) == {"error": "missing"}
+    assert read_outcome(call_learner(None, lambda function, built: function(), {})) == Failure(FailureKind.MISSING)
 

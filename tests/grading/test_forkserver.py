@@ -12,10 +12,12 @@ import textwrap
 import pytest
 
 from grader import chapters
+from grader.grading.feedback import cell_notes
 from grader.sandbox import driver
 from grader.sandbox.confinement import Limits
 from grader.sandbox.driver import Task, run_in_sandbox
 from grader.sandbox.forkserver import ForkServerError
+from grader.sandbox.outcome import Artifact, ProcessEnd
 from bubblewrap_required import bubblewrap  # noqa: F401  (autouse)
 
 LIMITS = Limits(cell_timeout_s=60, task_timeout_s=60, memory_bytes=4 * 2**30)
@@ -71,7 +73,7 @@ def run_census(source: str, limits: Limits = LIMITS, preforked: bool = True):
 def forked_run(source: str, limits: Limits = LIMITS) -> dict:
     """Run ``source`` in a forked process, expecting the task to be done; what it printed after SEEN."""
     report = run_census(source, limits)
-    assert "artifact" in report.outcomes[0], (report.outcomes, report.output_tail)
+    assert isinstance(report.outcomes[0], Artifact), (report.outcomes, report.output_tail)
     line = next((l for l in report.output_tail.splitlines() if l.startswith("SEEN ")), "SEEN {}")
     return json.loads(line[len("SEEN "):])
 
@@ -112,7 +114,8 @@ def test_each_forked_process_has_its_own_limits_even_above_those_the_server_star
 @pytest.mark.parametrize("preforked", [True, False], ids=["forked", "fresh"])
 def test_a_process_that_exits_is_reported_with_its_exit_code_not_as_a_timeout(preforked):
     report = run_census("import os\nos._exit(3)\n", preforked=preforked)
-    assert report.skipped_cells == {0: "导致沙箱进程以退出码 3 结束"}, report.skipped_cells
+    assert report.skipped_cells == {0: ProcessEnd(exit_code=3)}, report.skipped_cells
+    assert cell_notes(report.skipped_cells, {}) == ["第 1 个单元格导致沙箱进程以退出码 3 结束，评分时跳过了它。"]
 
 
 def test_a_server_that_died_is_replaced():

@@ -18,7 +18,9 @@ from cxx_toolchain.after_import import after_import
 from grader.errors import GraderError
 from grader.grading.harness import grade_notebook
 from grader.sandbox import driver
+from grader.grading.feedback import failure_message
 from grader.sandbox.calls import call_learner, read_outcome
+from grader.sandbox.outcome import Failure, FailureKind
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -189,8 +191,8 @@ def test_a_missing_compiler_is_recognised_through_inductors_wrapping():
 
 def test_a_missing_compiler_is_the_machines_problem_in_a_check(monkeypatch):
     outcome = read_outcome(call_learner(lambda: raise_missing_compiler(), lambda function, built: function(), {}))
-    assert outcome == {"error": "environment", "detail": cxx_toolchain.missing_message()}
-    assert "本机没有 C++ 编译器" in outcome["detail"]
+    assert outcome == Failure(FailureKind.ENVIRONMENT, cxx_toolchain.missing_message())
+    assert "本机没有 C++ 编译器" in failure_message(outcome)
 
 
 def test_grading_without_any_compiler_grades_nothing_and_says_why(monkeypatch):
