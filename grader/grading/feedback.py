@@ -44,9 +44,12 @@ def ended(end: ProcessEnd) -> str:
     return "导致沙箱进程仍在运行" if end.exit_code is None else f"导致沙箱进程以退出码 {end.exit_code} 结束"
 
 
-# A case's failure in the learner's words (ANALYSIS: analysis_message; MISSING and NOT_IMPLEMENTED
-# are the whole exercise's: unanswered_message).
+# A case's failure in the learner's words (ANALYSIS: analysis_message). MISSING and NOT_IMPLEMENTED
+# in a case make the whole exercise unanswered (unanswered_message); these words are for an analysis
+# that came to them (an op of the returned program that raises NotImplementedError).
 CASE_FAILURES = {
+    FailureKind.MISSING: "找不到要调用的函数。",
+    FailureKind.NOT_IMPLEMENTED: "抛出了 NotImplementedError。",
     FailureKind.RAISED: "你的函数抛出了异常 {detail}",
     FailureKind.NOT_PLAIN: "你的函数返回了评分无法接受的值：{detail}。只接受普通数据：" + ALLOWED_DATA + "。",
     FailureKind.TIMEOUT: "你的函数在这个用例上超时（时限 {seconds:g} 秒）。",

@@ -5,8 +5,9 @@ notebook, its prompt starts with the heading line ``### 练习 <id>：<title>（
 markdown cell, and after the prompt's markdown come the answer cell (the stub) and the check cell. Those
 three are derived; ``--fix`` writes them (inserting the two cells after a new prompt).
 What only an author can write is reported: a missing prompt, prompts out of order,
-graded cells of an undeclared exercise, a stub whose parameters differ from the
-reference's, and a count of the chapter's exercises in its introduction that is wrong.
+graded cells of an undeclared exercise or out of place, a stub whose parameters differ
+from the reference's, and an introduction whose count of the chapter's exercises, or
+table of sections, disagrees with the declarations.
 """
 from __future__ import annotations
 
@@ -164,8 +165,8 @@ def _derived(notebook, exercises: tuple[Exercise, ...]) -> nbformat.NotebookNode
     Graded cells are rewritten where they stand (a missing half of the pair goes next to the
     other); an exercise without either gets both after its prompt's markdown cells."""
     by_id = {e.id: e for e in exercises}
-    present = _graded_ids(notebook)
-    present_cells = {grade_id(cell) for cell in notebook.cells}
+    ids_with_cells = _graded_ids(notebook)
+    grade_ids = {grade_id(cell) for cell in notebook.cells}
     cells, pending = [], None   # pending: a new prompt's exercise, waiting for the end of its markdown
     for cell in notebook.cells:
         if pending is not None and cell.cell_type != "markdown":
@@ -173,14 +174,14 @@ def _derived(notebook, exercises: tuple[Exercise, ...]) -> nbformat.NotebookNode
             pending = None
         identifier = exercise_id(grade_id(cell)) if is_exercise_cell(cell) else None
         if identifier in by_id:
-            cells += _rewritten(cell, by_id[identifier], present_cells)
+            cells += _rewritten(cell, by_id[identifier], grade_ids)
             continue
         prompted = [by_id[i] for i in _prompted(cell) if i in by_id]
         if prompted:
             cell = nbformat.from_dict({**cell, "source": HEADING.sub(
                 lambda match: heading(by_id[match.group(1)]) if match.group(1) in by_id else match.group(0),
                 cell.source)})
-            if prompted[-1].id not in present:
+            if prompted[-1].id not in ids_with_cells:
                 pending = prompted[-1]
         cells.append(cell)
     if pending is not None:
@@ -190,14 +191,14 @@ def _derived(notebook, exercises: tuple[Exercise, ...]) -> nbformat.NotebookNode
     return derived
 
 
-def _rewritten(cell, exercise: Exercise, present_cells: set[str]) -> list:
+def _rewritten(cell, exercise: Exercise, grade_ids: set[str]) -> list:
     """A graded cell made again from the declaration (keeping its cell id), with its partner
     when the notebook lacks that."""
     is_answer = grade_id(cell).startswith(ANSWER_PREFIX)
     made = (answer_cell if is_answer else check_cell)(exercise)
     made["id"] = cell.get("id", made["id"])
     partner = (check_cell if is_answer else answer_cell)(exercise)
-    if grade_id(partner) in present_cells:
+    if grade_id(partner) in grade_ids:
         return [made]
     return [made, partner] if is_answer else [partner, made]
 
@@ -220,7 +221,7 @@ def _key(cell) -> tuple[str, str]:
 
 
 def lint_course(notebooks_dir: Path, fix: bool = False) -> list[Problem]:
-    """Every chapter notebook whose chapter has declarations (and every declared chapter has a notebook)."""
+    """Every chapter notebook in ``notebooks_dir``, and a problem for each declared chapter without one."""
     paths = {path.name[:2]: path for path in sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))}
     problems = [Problem(Path(notebooks_dir) / f"{number}_*.ipynb", "no notebook for a declared chapter", False)
                 for number in chapters.chapter_modules() if number not in paths]

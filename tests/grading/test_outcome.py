@@ -24,14 +24,18 @@ def test_anything_else_untrusted_code_writes_is_malformed(record):
     assert from_plain(record) == Failure(FailureKind.MALFORMED)
 
 
+def test_an_analysis_that_raises_not_implemented_is_worded_as_the_analysis_failing():
+    failure = Failure(FailureKind.ANALYSIS, cause=Failure(FailureKind.NOT_IMPLEMENTED))
+    assert failure_message(failure) == "分析你的返回值时失败：抛出了 NotImplementedError。"
+
+
 def test_only_a_missing_function_or_the_stub_leave_an_exercise_unanswered():
     assert {kind for kind in FailureKind if Failure(kind).unanswered} == {FailureKind.MISSING,
                                                                            FailureKind.NOT_IMPLEMENTED}
 
 
-@pytest.mark.parametrize("kind", sorted(set(FailureKind) - {FailureKind.MISSING, FailureKind.NOT_IMPLEMENTED},
-                                        key=lambda k: k.value), ids=lambda k: k.value)
-def test_every_case_failure_has_words_for_the_learner(kind):
+@pytest.mark.parametrize("kind", list(FailureKind), ids=lambda k: k.value)
+def test_every_failure_has_words_for_the_learner(kind):
     failure = Failure(kind, "（细节）", 2.0, end=ProcessEnd(signal="SIGKILL"), cause=Failure(FailureKind.RAISED, "E"))
     words = failure_message(failure)
     assert words and "{" not in words and kind.value not in words
