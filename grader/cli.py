@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .errors import GraderError
-from .grading.feedback import format_result, reason, score_text, status
+from .grading import feedback
 from .grading.harness import SOLUTIONS_DIR, grade_file, grade_notebook, graded_exercises
 from .grading.notebooks import read_notebook
 from .grading.results import ExerciseResult
@@ -22,7 +22,8 @@ def _table(results: list[ExerciseResult]) -> str:
     width = max(len(r.exercise_id) for r in results)
     rows = [f"{'exercise':{width}}  {'points':>9}  {'status':10}  reason"]
     for r in results:
-        rows.append(f"{r.exercise_id:{width}}  {r.points:>4g}/{r.max_points:<4g}  {status(r):10}  {reason(r)}")
+        rows.append(f"{r.exercise_id:{width}}  {r.points:>4g}/{r.max_points:<4g}  {feedback.status(r):10}  "
+                    f"{feedback.reason(r)}")
     total, best = sum(r.points for r in results), sum(r.max_points for r in results)
     rows.append(f"{'total':{width}}  {total:>4g}/{best:<4g}")
     return "\n".join(rows)
@@ -38,17 +39,17 @@ def cmd_check(args) -> int:
     try:
         notebook = read_notebook(args.notebook)
     except GraderError as error:
-        print(f"错误：无法检查这本笔记本（{error}）。", file=sys.stderr)
+        print(feedback.cannot_check(error), file=sys.stderr)
         return 2
     exercises = {e.id: e for e in graded_exercises(notebook, Path(args.notebook).name)}
-    print(f"正在沙箱里运行 {len(exercises)} 个练习的公开用例…", file=sys.stderr, flush=True)
+    print(feedback.checking(len(exercises)), file=sys.stderr, flush=True)
     submission = grade_notebook(notebook, seed=0, name=Path(args.notebook).name, limits=_limits(args),
                                 include_hidden=False)
     for result in submission.exercises:
-        print(format_result(result, exercises[result.exercise_id], show_hint=False))
+        print(feedback.format_result(result, exercises[result.exercise_id], show_hint=False))
     for note in submission.notes:
-        print(f"注：{note}")
-    print(f"合计：{score_text(submission.points, submission.max_points)}（公开用例；隐藏用例只在评分时运行）")
+        print(feedback.note(note))
+    print(feedback.public_total(submission.points, submission.max_points))
     return 0 if all(r.passed for r in submission.exercises) else 1
 
 

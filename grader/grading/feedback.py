@@ -28,6 +28,31 @@ STATUSES = {"passed": ("√", "通过", "#1a7f37"), "failed": ("×", "未通过"
             "unanswered": ("○", "还没有作答", "#6e7781")}
 
 
+HIDDEN_CASES_LATER = "（隐藏用例只在评分时运行。）"
+NO_RESULT_RECORDED = "没有结果。"
+
+
+def hint_later(exercise_id: str) -> str:
+    return f'  （再检查一次仍未通过时会显示提示；也可以运行 check("{exercise_id}", hint=True) 立即查看。）'
+
+
+def note(text: str) -> str:
+    """A note about the submission as a whole (a skipped or failing cell)."""
+    return f"注：{text}"
+
+
+def checking(count: int) -> str:
+    return f"正在沙箱里运行 {count} 个练习的公开用例…"
+
+
+def cannot_check(error) -> str:
+    return f"错误：无法检查这本笔记本（{error}）。"
+
+
+def public_total(points: float, max_points: float) -> str:
+    return f"合计：{score_text(points, max_points)}（公开用例；隐藏用例只在评分时运行）"
+
+
 def unanswered_message(exercise: Exercise, failure: Failure) -> str:
     """Why a whole exercise could not be checked (no function, or still the stub)."""
     if failure.kind is FailureKind.NOT_IMPLEMENTED:

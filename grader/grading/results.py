@@ -75,6 +75,6 @@ def results_from_json(records: list[dict]) -> dict[str, ExerciseResult]:
             verdict = Verdict(case["passed"], case.get("message", ""), case.get("expected"), case.get("got"))
             result.cases.append(CaseResult(case["case"], case["hidden"], verdict))
         if not result.cases:
-            result.error = record["reason"] or "没有结果。"
+            result.error = record["reason"] or feedback.NO_RESULT_RECORDED
         results[result.exercise_id] = result
     return results

@@ -18,7 +18,7 @@ from .. import chapters
 from ..authoring import Exercise
 from ..sandbox.calls import CASE_TIMEOUT_S, call_learner, read_outcome
 from ..sandbox.outcome import Failure
-from .feedback import CheckReport
+from .feedback import HIDDEN_CASES_LATER, CheckReport, hint_later
 from .judge import exercise_cases, judge_exercise
 from .results import ExerciseResult
 
@@ -45,14 +45,14 @@ def check(exercise_id: str, hint: bool = False, _caller_depth: int = 1) -> Exerc
     function = sys._getframe(_caller_depth).f_globals.get(exercise.function)
     result = run_in_kernel(exercise, function, include_hidden=False, seed=0)
     if result.passed:
-        show(CheckReport(result, exercise, notes=("（隐藏用例只在评分时运行。）",)))
+        show(CheckReport(result, exercise, notes=(HIDDEN_CASES_LATER,)))
         return result
     if not result.unanswered:
         failures[exercise.id] += 1
     show_hint = hint or failures[exercise.id] >= FAILURES_BEFORE_HINT
     notes = ()
     if exercise.hint and not show_hint and not result.unanswered:
-        notes = (f'  （再检查一次仍未通过时会显示提示；也可以运行 check("{exercise.id}", hint=True) 立即查看。）',)
+        notes = (hint_later(exercise.id),)
     show(CheckReport(result, exercise, show_hint=show_hint, notes=notes))
     return result
 

@@ -15,7 +15,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.v4 import new_output
 from traitlets import Unicode
 
-from ..grading.feedback import format_result
+from ..grading.feedback import format_result, note
 from ..grading.harness import grade_notebook, graded_exercises
 from ..grading.notebooks import CHECK_PREFIX, exercise_id, grade_id
 from ..grading.results import ExerciseResult, results_from_json
@@ -78,7 +78,7 @@ class IsolatedGrading(NbGraderPreprocessor):
                 result = results[exercise_id(identifier)]
                 text = format_result(result, by_id[result.exercise_id])
                 if first and notes:
-                    text += "\n" + "\n".join(f"注：{note}" for note in notes)
+                    text += "\n" + "\n".join(map(note, notes))
                 first = False
                 cell.outputs = _outputs_for(result, text)
         return nb, resources
