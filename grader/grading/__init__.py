@@ -2,7 +2,8 @@
 
 - :mod:`.selfstudy`: ``check()`` in the learner's kernel (public cases);
 - :mod:`.harness`: a whole submission through the sandbox (public and hidden cases);
-- :mod:`.judge`: the one judge both use; :mod:`.results`, :mod:`.feedback`: what they report;
+- :mod:`.judge`: the one judge both use; :mod:`.results` what it finds, :mod:`.feedback` every
+  word a learner reads about it, :mod:`.records` its JSON form;
 - :mod:`.notebooks`: reading notebooks and finding their graded cells.
 
 Imports :mod:`grader.authoring`, :mod:`grader.chapters` and :mod:`grader.sandbox`; never

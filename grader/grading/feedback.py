@@ -12,13 +12,10 @@ without an emoji font shows them too. In a notebook the status is also a coloure
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
 from ..authoring import Exercise
 from ..sandbox.outcome import Failure, FailureKind, ProcessEnd
-
-if TYPE_CHECKING:  # results words its reasons with this module, so it is imported for types only
-    from .results import CaseResult, ExerciseResult
+from .results import CaseResult, ExerciseResult
 
 ALLOWED_DATA = ("None、bool、int、float、str、bytes、list、tuple、键为 str 的 dict、CPU 上的普通 torch.Tensor"
                 "（NumPy 的数请先用 int(x)、float(x) 转换，Counter 等 dict 的子类请用 dict(...) 转换）")

@@ -27,6 +27,7 @@ from .cell_slice import needed_cells, statically_bound
 from .feedback import cell_notes
 from .judge import exercise_cases, judge_exercise
 from .notebooks import CHECK_PREFIX, grade_id, named_exercises, read_notebook
+from .records import exercise_record
 from .results import ExerciseResult
 
 SOLUTIONS_DIR = Path(__file__).resolve().parents[2] / "solutions"
@@ -48,7 +49,7 @@ class SubmissionResult:
 
     def to_json(self) -> dict:
         return {"points": self.points, "max_points": self.max_points,
-                "exercises": [r.to_json() for r in self.exercises], "notes": self.notes,
+                "exercises": [exercise_record(r) for r in self.exercises], "notes": self.notes,
                 "isolation": self.isolation}
 
 

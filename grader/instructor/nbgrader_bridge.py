@@ -15,10 +15,11 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.v4 import new_output
 from traitlets import Unicode
 
-from ..grading.feedback import format_result, note
+from ..grading.feedback import format_result, note, reason
 from ..grading.harness import grade_notebook, graded_exercises
 from ..grading.notebooks import CHECK_PREFIX, exercise_id, grade_id
-from ..grading.results import ExerciseResult, results_from_json
+from ..grading.records import results_from_records
+from ..grading.results import ExerciseResult
 from .batch import current_record
 from .seed import course_seed
 
@@ -46,7 +47,7 @@ def _outputs_for(result: ExerciseResult, text: str) -> list:
     if result.points > 0:
         return [new_output("stream", name="stdout", text=text + "\n"),
                 new_output("execute_result", data={"text/plain": f"{result.points:g}"}, execution_count=1)]
-    return [new_output("error", ename="ExerciseFailed", evalue=result.reason, traceback=text.splitlines())]
+    return [new_output("error", ename="ExerciseFailed", evalue=reason(result), traceback=text.splitlines())]
 
 
 class IsolatedGrading(NbGraderPreprocessor):
@@ -63,7 +64,7 @@ class IsolatedGrading(NbGraderPreprocessor):
                                 submitted, seed)
         exercises = graded_exercises(nb)
         if record is not None and record["status"] == "graded":
-            results, notes = results_from_json(record["exercises"]), record.get("notes", [])
+            results, notes = results_from_records(record["exercises"]), record.get("notes", [])
         else:
             submission = grade_notebook(nb, seed=seed, exercises=exercises)
             results, notes = {r.exercise_id: r for r in submission.exercises}, submission.notes

@@ -11,7 +11,8 @@ from xml.etree import ElementTree
 
 from .. import chapters
 from ..grading.feedback import STATUSES, format_result, public_case_lines
-from ..grading.results import ExerciseResult, results_from_json
+from ..grading.records import results_from_records
+from ..grading.results import ExerciseResult
 
 
 def write_junit(records: list[dict], path) -> Path:
@@ -78,7 +79,7 @@ def _submission_lines(record: dict) -> list[str]:
 def gradescope_results(record: dict) -> dict:
     """Gradescope autograder ``results.json`` for one submission
     (https://gradescope-autograders.readthedocs.io/en/latest/specs/)."""
-    tests = [test for result in results_from_json(record.get("exercises", [])).values()
+    tests = [test for result in results_from_records(record.get("exercises", [])).values()
              for test in _exercise_tests(result)]
     results = {"score": record.get("points", 0), "tests": tests, "stdout_visibility": "hidden"}
     if lines := _submission_lines(record):

@@ -186,6 +186,6 @@ def _autoload() -> None:
         elif toolchain.kind == "missing":
             from .notebook_message import explain_in_notebooks
 
-            explain_in_notebooks()
+            explain_in_notebooks(compiler_missing, missing_message)
     except Exception as error:  # noqa: BLE001 -- a course helper must never break import torch
         warnings.warn(f"cxx_toolchain could not set up Inductor's C++ compiler: {error!r}", stacklevel=2)

@@ -15,32 +15,12 @@ graphs with their breaks) come with ``import graphviews.dynamo``, which loads Dy
 """
 from __future__ import annotations
 
-from functools import singledispatch
-
-import torch.fx
-
+from . import torchscript  # noqa: F401  (registers TorchScript IR views, chapter 02)
+from .adapters import to_view
 from .fx import diff_fx, from_fx, target_name
 from .model import GraphView, ViewCluster, ViewEdge, ViewNode
 from .renderer import RenderedGraph, find_dot, render, to_dot, to_text
 from .styles import register_cluster_kind, register_kind
-
-
-@singledispatch
-def to_view(obj, **options) -> GraphView:
-    """Convert ``obj`` to a :class:`GraphView`; chapters register adapters per type."""
-    raise TypeError(f"no graph view for {type(obj).__name__}; "
-                    "register one with @graphviews.to_view.register")
-
-
-@to_view.register
-def _(view: GraphView, **options) -> GraphView:
-    return view
-
-
-to_view.register(torch.fx.GraphModule, from_fx)
-to_view.register(torch.fx.Graph, from_fx)
-
-from . import torchscript  # noqa: E402,F401  (registers TorchScript IR views, chapter 02)
 
 
 def show(obj, **options) -> RenderedGraph:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch.fx
 from torch._dynamo.backends.debugging import ExplainOutput
 
-from . import to_view
+from .adapters import to_view
 from .fx import from_fx
 from .model import GraphView
 

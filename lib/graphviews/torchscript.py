@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from . import to_view
+from .adapters import to_view
 from .model import GraphView
 from .styles import NODE_STYLES, register_cluster_kind, register_kind
 

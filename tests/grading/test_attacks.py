@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.grading.feedback import reason
 from grader import chapters
 from grader.grading.harness import SOLUTIONS_DIR, grade_file
 from grader.sandbox.confinement import Limits
@@ -211,8 +212,8 @@ def test_attack_scores_zero_on_the_attacked_exercise_only(name, tmp_path):
     assert len(by_id) == len(chapter) and submission.max_points == sum(e.points for e in chapter)
     for exercise_id, result in by_id.items():
         if exercise_id == attacked or exercise_id in answers:
-            assert result.points == 0 and result.reason, (exercise_id, result.reason)
+            assert result.points == 0 and reason(result), (exercise_id, reason(result))
         else:
-            assert result.passed, (exercise_id, result.reason)
+            assert result.passed, (exercise_id, reason(result))
     assert GRADER_FILE.read_bytes() == grader_source
     assert not PAYLOAD_MARKER.exists()

@@ -2,6 +2,7 @@
 when the text hid a dependency."""
 import nbformat
 
+from grader.grading.feedback import reason
 from grader import chapters
 from grader.grading.cell_slice import cell_names, needed_cells
 from grader.grading.harness import SOLUTIONS_DIR, grade_notebook, learner_cells
@@ -71,4 +72,4 @@ def test_a_name_made_by_exec_is_found_by_running_every_cell():
     notebook.cells.insert(1, nbformat.v4.new_code_cell(f"exec({reference!r})"))
     exercises = [chapters.get("03.op_census")]
     graded = grade_notebook(notebook, seed=0, limits=LIMITS, include_hidden=False, exercises=exercises)
-    assert graded.exercises[0].passed, graded.exercises[0].reason
+    assert graded.exercises[0].passed, reason(graded.exercises[0])

@@ -8,6 +8,8 @@ import nbclient
 import nbformat
 
 import solutions.ch03_fx
+from grader.grading.feedback import reason
+from grader.grading.records import exercise_record
 from grader import chapters
 from grader.grading.selfstudy import run_in_kernel
 
@@ -23,17 +25,17 @@ def test_exception_in_learner_code_is_reported_per_case():
     def broken(gm):
         return 1 / 0
     result = run_in_kernel(chapters.get("03.remove_dropout"), broken, include_hidden=False, seed=0)
-    assert "ZeroDivisionError" in result.reason
+    assert "ZeroDivisionError" in reason(result)
 
 
 def test_wrong_return_type_is_explained():
     result = run_in_kernel(chapters.get("03.remove_dropout"), lambda gm: None, include_hidden=False, seed=0)
-    assert "GraphModule" in result.reason and "NoneType" in result.reason
+    assert "GraphModule" in reason(result) and "NoneType" in reason(result)
 
 
 def test_hidden_case_feedback_never_shows_inputs_or_values():
     result = run_in_kernel(chapters.get("03.fusion_groups"), lambda gm: [], include_hidden=True, seed=0)
-    hidden = [c for c in result.to_json()["cases"] if c["hidden"]]
+    hidden = [c for c in exercise_record(result)["cases"] if c["hidden"]]
     assert hidden and all(set(c) == {"case", "hidden", "passed", "message"} for c in hidden)
 
 
@@ -45,7 +47,7 @@ def test_a_pass_that_edits_the_graph_without_recompiling_is_told_so():
                 gm.graph.erase_node(node)
         return gm  # no gm.recompile(): calling gm still runs the dropout
     result = run_in_kernel(chapters.get("03.remove_dropout"), remove_dropout, include_hidden=False, seed=0)
-    assert result.points == 0 and "recompile()" in result.reason
+    assert result.points == 0 and "recompile()" in reason(result)
 
 
 def test_check_cells_show_every_status_as_ordinary_output_not_as_an_error():
@@ -74,6 +76,6 @@ def test_an_exception_names_the_learners_line_first_and_a_long_message_is_cut_af
     linecache.cache["<cell-7>"] = (len(LONG_ERROR), None, LONG_ERROR.splitlines(keepends=True), "<cell-7>")
     exec(compile(LONG_ERROR, "<cell-7>", "exec"), namespace)
     result = run_in_kernel(chapters.get("03.op_census"), namespace["count_ops"], include_hidden=False, seed=0)
-    detail = result.reason.split("你的函数抛出了异常 ", 1)[1]
+    detail = reason(result).split("你的函数抛出了异常 ", 1)[1]
     assert detail.startswith("RuntimeError（第 2 行：raise RuntimeError(")
     assert detail.endswith("Details follow. …（后面还有，已省略）")

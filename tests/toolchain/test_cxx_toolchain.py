@@ -205,10 +205,11 @@ def test_grading_without_any_compiler_grades_nothing_and_says_why(monkeypatch):
 def test_a_notebook_cell_without_any_compiler_ends_with_the_chinese_explanation(capsys):
     from IPython.core.interactiveshell import InteractiveShell
 
-    from cxx_toolchain.notebook_message import _show
+    from cxx_toolchain.notebook_message import explain_in_notebooks
 
     shell = InteractiveShell.instance()
-    shell.set_custom_exc((Exception,), _show)
+    explain_in_notebooks(cxx_toolchain.compiler_missing, cxx_toolchain.missing_message)
+    assert shell.custom_exceptions == (Exception,)
     shell.user_ns["raise_missing_compiler"] = raise_missing_compiler
     try:
         shell.run_cell("raise_missing_compiler()")
