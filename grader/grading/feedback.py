@@ -23,8 +23,6 @@ ALLOWED_DATA = ("None、bool、int、float、str、bytes、list、tuple、键为
 # status: (mark, word, colour of the notebook's label)
 STATUSES = {"passed": ("√", "通过", "#1a7f37"), "failed": ("×", "未通过", "#cf222e"),
             "unanswered": ("○", "还没有作答", "#6e7781")}
-
-
 HIDDEN_CASES_LATER = "（隐藏用例只在评分时运行。）"
 NO_RESULT_RECORDED = "没有结果。"
 
