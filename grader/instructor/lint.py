@@ -22,7 +22,7 @@ import nbformat
 from .. import chapters
 from ..authoring import Exercise
 from ..grading.notebooks import (ANSWER_PREFIX, CHECK_PREFIX, answer_cell, cell_grade_id, check_cell, exercise_id,
-                                 grade_id, is_exercise_cell, read_notebook)
+                                 grade_id, is_exercise_cell, named_exercises, read_notebook)
 
 HEADING = re.compile(r"^### 练习 (\d\d\.\w+)：.*$", re.MULTILINE)
 # "本章有六个练习", "6 个练习": the chapter's count of its exercises, in its introduction.
@@ -78,7 +78,7 @@ def _prompt_problems(notebook, declared: list[str]) -> list[str]:
     problems = [f"no prompt for {identifier} (a markdown line '### 练习 {identifier}：…')"
                 for identifier in declared if identifier not in prompts]
     problems += [f"a prompt or graded cell for {identifier}, which grader/chapters does not declare"
-                 for identifier in sorted(set(prompts) | _graded_ids(notebook)) if identifier not in declared]
+                 for identifier in sorted(set(prompts) | named_exercises(notebook)) if identifier not in declared]
     if [i for i in prompts if i in declared] != [i for i in declared if i in prompts]:
         problems.append(f"the prompts are in the order {prompts}; the declarations' order is {declared}")
     return problems
@@ -145,10 +145,6 @@ def _prompted(cell) -> list[str]:
     return HEADING.findall(cell.source) if cell.cell_type == "markdown" else []
 
 
-def _graded_ids(notebook) -> set[str]:
-    return {exercise_id(grade_id(cell)) for cell in notebook.cells if is_exercise_cell(cell)}
-
-
 def _number(numeral: str) -> int:
     """``"6"`` → 6, ``"六"`` → 6, ``"十二"`` → 12 (the counts a chapter has)."""
     if numeral.isdigit():
@@ -165,7 +161,7 @@ def _derived(notebook, exercises: tuple[Exercise, ...]) -> nbformat.NotebookNode
     Graded cells are rewritten where they stand (a missing half of the pair goes next to the
     other); an exercise without either gets both after its prompt's markdown cells."""
     by_id = {e.id: e for e in exercises}
-    ids_with_cells = _graded_ids(notebook)
+    ids_with_cells = named_exercises(notebook)
     grade_ids = {grade_id(cell) for cell in notebook.cells}
     cells, pending = [], None   # pending: a new prompt's exercise, waiting for the end of its markdown
     for cell in notebook.cells:
