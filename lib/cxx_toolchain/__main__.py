@@ -31,6 +31,21 @@ def plan() -> int:
     return 1
 
 
+def compiler_complaint(error: BaseException, most_lines: int = 30) -> str:
+    """What went wrong, in the compiler's own words where it spoke: a CppCompileError somewhere
+    in the chain Inductor raised carries the compiler's output; its error lines are shown, else
+    its last lines. The command line that starts the error's text (thousands of characters of
+    flags) is left out: it never says the cause."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(getattr(cause, "output", None), str):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return str(error).strip()[-3000:]
+    lines = cause.output.strip().splitlines()
+    shown = ([line for line in lines if "error" in line.lower()] or lines)[-most_lines:]
+    return "编译器的输出 (compiler output):\n" + "\n".join(shown)
+
+
 def warm() -> int:
     """Compile one small function with Inductor, in a throw-away Inductor cache: zig builds
     its runtime for exactly the flags Inductor passes."""
@@ -46,9 +61,9 @@ def warm() -> int:
 
         try:
             torch.compile(lambda t: (t.sin() + 1).relu())(torch.randn(8))
-        except Exception as error:  # noqa: BLE001 -- said in one line, with what to do instead
-            print(f"错误：zig 没能编译 Inductor 的内核（{type(error).__name__}: {str(error).strip()[:300]}）。"
-                  f"{install_hint()}", file=sys.stderr)
+        except Exception as error:  # noqa: BLE001 -- said with the compiler's own words and what to do instead
+            print(f"错误：zig 没能编译 Inductor 的内核（{type(error).__name__}）。{install_hint()}\n"
+                  f"{compiler_complaint(error)}", file=sys.stderr)
             return 1
 
     print(f"已构建：{zig_cache_dir()}（{time.monotonic() - started:.0f} 秒）。(zig's C++ runtime is ready)")

@@ -189,6 +189,20 @@ def test_a_missing_compiler_is_recognised_through_inductors_wrapping():
     assert not cxx_toolchain.compiler_missing(ValueError("g"))
 
 
+def test_a_failed_warm_up_shows_the_compilers_error_lines_not_its_command():
+    from torch._inductor.exc import CppCompileError, InductorError
+    output = "In file included from k.cpp:1:\nk.cpp:3:5: error: unknown type name 'vec'\n1 error generated."
+    try:
+        try:
+            raise CppCompileError(["zig-clang++", "-D FLAG " * 500, "k.cpp"], output)
+        except CppCompileError as compile_error:
+            raise InductorError(compile_error, None) from compile_error
+    except InductorError as error:
+        complaint = cli.compiler_complaint(error)
+    assert "k.cpp:3:5: error: unknown type name 'vec'" in complaint
+    assert "-D FLAG" not in complaint and "In file included" not in complaint
+
+
 def test_a_missing_compiler_is_the_machines_problem_in_a_check(monkeypatch):
     outcome = read_outcome(call_learner(lambda: raise_missing_compiler(), lambda function, built: function(), {}))
     assert outcome == Failure(FailureKind.ENVIRONMENT, cxx_toolchain.missing_message())
