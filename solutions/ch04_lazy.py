@@ -12,6 +12,8 @@ import torch._lazy.computation
 import torch._lazy.metrics
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import toychip
+
 
 def lazy_run(fn, inputs):
     """Record ``fn`` on meta tensors (shapes only), then run only the ops its outputs need."""
@@ -106,30 +108,29 @@ def fusion_policy(nodes):
     return [sorted(g) for g in groups.values() if len(g) > 1]
 
 
-def barrier_reason(func, args, kwargs, compiled_ops):
-    """Why a lazy device must run its pending graph before ``func`` (None: it need not)."""
-    aten = torch.ops.aten
-    if func is aten._local_scalar_dense.default:
-        return "item"
-    if func is aten._to_copy.default:
-        device = kwargs.get("device")
-        return "host_copy" if device is not None and torch.device(device).type == "cpu" else None
-    if func is aten.copy_.default:
-        return "host_copy" if args[0].device.type == "cpu" else None
-    if torch.Tag.dynamic_output_shape in func.tags:
-        return "data_dependent_shape"
-    if func.is_view or str(func) in compiled_ops:
-        return None
-    return "fallback"
+def run_with_cuts(step, state, steps, max_nodes):
+    """Cut the loop into graphs of equal length: one structure, one compile. A trial step,
+    recorded and then dropped, tells the graph size of a step (dead code not counted)."""
+    trial = step(state)
+    per_step = sum(node.kind != "input" for node in toychip.pending_graph([trial]))
+    del trial                                     # unreferenced: it never runs
+    per_graph = max(k for k in range(1, steps + 1) if steps % k == 0 and k * per_step <= max_nodes)
+    for done in range(1, steps + 1):
+        state = step(state)
+        if done % per_graph == 0:
+            toychip.mark_step()
+    return state
 
 
-def fallback_report(fn, inputs):
-    """Run ``fn`` on LTC's lazy device: which ATen ops fell back to eager CPU, how often."""
-    torch._lazy.metrics.reset()
-    fn(*[x.to("lazy") for x in inputs])
-    torch._lazy.mark_step()
-    return {name: torch._lazy.metrics.counter_value(name)
-            for name in torch._lazy.metrics.counter_names() if name.startswith("aten::")}
+def barrier_probe(op, example):
+    """Make ``t`` pending, run ``op(t)`` in lazy mode, and keep the syncs it caused (not the
+    planned ones at ``mark_step`` or the end of the block)."""
+    with toychip.lazy():
+        pending = example.to("toychip") * 1.0
+        before = len(toychip.lazy_metrics().sync_log)
+        op(pending)
+        caused = toychip.lazy_metrics().sync_log[before:]
+    return [event.reason for event in caused if event.reason not in ("mark_step", "exit", "explicit")]
 
 
 def replay_backend(gm, example_inputs):

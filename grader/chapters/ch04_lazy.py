@@ -1,6 +1,6 @@
 """Chapter 04 (Lazy Tensor) exercises: six pieces of a lazy tensor stack, graded on what
 they make the toy chip and PyTorch's own LTC do (ops executed, cache hits, launches and
-simulated time, barriers, fallback counters, re-traced ops), never on printed text."""
+simulated time, graph sizes and compiles, sync reasons, re-traced ops), never on printed text."""
 from __future__ import annotations
 
 import functools
@@ -176,10 +176,13 @@ def _compare_fusion(expected, got) -> Verdict:
     verdict = compare_outputs(expected["outputs"], got["outputs"], label="融合后程序的输出")
     if not verdict.ok:
         return verdict
-    if got["launches"] > expected["launches"] or got["time_us"] > expected["time_us"] + 1e-6:
-        return Verdict(False, "性能未达标：内核启动次数或模拟时间多于参考融合策略。",
-                       f"launches ≤ {expected['launches']}, time ≤ {expected['time_us']:g} us",
-                       f"launches = {got['launches']}, time = {got['time_us']:g} us")
+    if got["launches"] > expected["launches"]:
+        return Verdict(False, f"内核启动了 {got['launches']} 次，多于参考融合策略：还有能合进同一个内核的节点没有合进去。",
+                       f"launches ≤ {expected['launches']}", f"launches = {got['launches']}")
+    if got["time_us"] > expected["time_us"] + 1e-6:
+        return Verdict(False, "启动次数不多，模拟时间却多于参考融合策略：有的中间值本可以留在内核里，却写回了内存"
+                              "（或者合进一组的节点换一种合法的分法更省）。",
+                       f"time ≤ {expected['time_us']:g} us", f"time = {got['time_us']:g} us")
     return PASS
 
 
@@ -211,7 +214,8 @@ EXERCISES.append(Exercise(
     id="04.fusion_policy", title="延迟模式的融合策略 (fusion policy)",
     stub=(
         'def fusion_policy(nodes):\n'
-        '    """返回要融合的节点组（每组是 IRNode.index 的列表）：逐点节点并入只被它使用、且不是输出的生产者所在的组，每组最多一个 matmul。"""'),
+        '    """返回要融合的节点组（每组是 IRNode.index 的列表）：每组都要能跑成一个内核（check_group 接受），'
+        '在此前提下让内核启动次数和模拟时间尽量少。"""'),
     points=3,
     public_cases=lambda: [
         _program_case("mlp_like", [("matmul", 0), ("scale", 0.5, 1), ("unary", "tanh", 2), ("matmul", 3),
@@ -232,8 +236,8 @@ EXERCISES.append(Exercise(
     ],
     designed_cases=_fusion_designed_cases, random_cases=_fusion_random_cases,
     produce=_fusion_artifact, compare=_compare_fusion,
-    hint="一个逐点节点可以并入某个生产者的组，条件是：该生产者只有它一个使用者、不是图的输出；"
-         "一组里最多一个 matmul；reduction、view 和输入节点不能进组。",
+    hint="从每个节点问起：它的值在内核执行完之后还有谁要读？要读的都在同一组里，这个值才能不写回内存。"
+         "用 check_group 和模拟时钟试试你拿不准的分组。",
 ))
 
 
@@ -366,109 +370,162 @@ EXERCISES.append(Exercise(
 ))
 
 
-# --- 04.barrier_finder ----------------------------------------------------------------
+# --- 04.graph_cuts -------------------------------------------------------------------------
 
-BARRIER_REASONS = {"item", "host_copy", "data_dependent_shape", "fallback"}
-BARRIER_KINDS = dict(kinds=("unary", "scale", "matmul", "add", "item", "mask", "cumsum", "host", "transpose"),
-                     weights=(3, 3, 1, 2, 1, 1, 1, 1, 1))
-
-
-class _AskEveryOp(TorchDispatchMode):
-    """Runs a program eagerly on the chip, asking ``reason_of`` about every op on chip tensors."""
-
-    def __init__(self, reason_of, compiled_ops):
-        super().__init__()
-        self.reason_of, self.compiled_ops = reason_of, compiled_ops
-        self.barriers: list[list] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if any(isinstance(a, torch.Tensor) and a.device.type == "toychip" for a in args):
-            reason = self.reason_of(func, args, kwargs, self.compiled_ops)
-            if reason is not None:
-                self.barriers.append([str(func), reason])
-        return func(*args, **kwargs)
+def _cuts_case(name: str, program: list, steps: int, max_nodes: int, seed: int, description: str = "") -> Case:
+    """``steps`` repetitions of ``state = run_program(program, state, w)`` on 4×4 inputs, at most
+    ``max_nodes`` nodes per graph."""
+    return Case(name, seeded_build(seed, lambda: {
+        "program": program, "steps": steps, "max_nodes": max_nodes,
+        "inputs": (torch.randn(4, 4), torch.randn(4, 4) * 0.5)}), description)
 
 
-def _barrier_case(name: str, steps: list, seed: int, description: str = "") -> Case:
-    case = _program_case(name, steps, seed, description)
-    return Case(name, lambda: {**case.build(), "compiled_ops": _compiled_ops()}, description)
+def _cuts_artifact(function, built) -> dict:
+    import toychip
+    from toychip import lazy_tensor
 
-
-def _compiled_ops() -> frozenset:
-    from toychip.op_table import OP_TABLE
-    return frozenset(str(op) for op in OP_TABLE)
-
-
-def _barrier_artifact(function, built) -> dict:
     x, w = (t.to("toychip") for t in built["inputs"])
-    with _AskEveryOp(function, built["compiled_ops"]) as ask:
-        built["fn"](x, w)
-    unknown = [reason for _, reason in ask.barriers if reason not in BARRIER_REASONS]
-    if unknown:
-        return {"error": f"原因只能是 None 或 {sorted(BARRIER_REASONS)} 之一，实际返回了 {short(unknown[0])}。"}
-    return {"barriers": ask.barriers}
+    step = functools.partial(models.run_program, built["program"], w=w)
+    lazy_tensor.clear_cache()
+    toychip.reset_lazy_metrics()
+    with toychip.lazy():
+        state = function(step, x, built["steps"], built["max_nodes"])
+    if not isinstance(state, torch.Tensor) or state.device.type != "toychip":
+        return {"error": f"run_with_cuts 应返回最后的 state（一个 toychip 张量），实际返回了 {short(state)}。"}
+    metrics = toychip.lazy_metrics()
+    return {"output": state.cpu(), "graphs": [event.nodes for event in metrics.sync_log],
+            "compiles": metrics.cache_misses, "max_nodes": built["max_nodes"]}
+
+
+def _compare_cuts(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    verdict = compare_outputs(expected["output"], got["output"], label="最后的 state ")
+    if not verdict.ok:
+        return verdict
+    if sum(got["graphs"]) != sum(expected["graphs"]):
+        return Verdict(False, "各张图执行的节点总数与参考不同：每一步都要在延迟模式里执行且只执行一次——"
+                              "试探用的值如果还有变量引用着，就会跟着图一起执行。",
+                       str(sum(expected["graphs"])), str(sum(got["graphs"])))
+    limit = expected["max_nodes"]
+    if max(got["graphs"], default=0) > limit:
+        return Verdict(False, f"有一张图超过了节点上限 {limit}（下面是每张图的节点数）。",
+                       f"每张图 ≤ {limit}", short(got["graphs"]))
+    if got["compiles"] > expected["compiles"]:
+        return Verdict(False, f"编译了 {got['compiles']} 次：切出的图结构不全相同，缓存没能命中。"
+                              "想想每张图要包含多少步，所有的图才是同一张图。",
+                       str(expected["compiles"]), str(got["compiles"]))
+    if len(got["graphs"]) > len(expected["graphs"]):
+        return Verdict(False, f"执行了 {len(got['graphs'])} 张图，多于需要的：不超过上限、只编译一次的前提下，"
+                              "每张图还可以更大。", str(len(expected["graphs"])), str(len(got["graphs"])))
+    return PASS
+
+
+
+# Programs that keep a 4×4 state 4×4; the last value is the new state, the rest is dead.
+CHAIN = [("matmul", 0), ("unary", "tanh", 1), ("axpy", 0.5, 0, 2)]
+WITH_DEAD_BRANCH = [("unary", "sigmoid", 0), ("matmul", 0), ("unary", "tanh", 2), ("scale", 0.5, 3)]
+CUT_KINDS = dict(kinds=("unary", "scale", "matmul", "add", "axpy"), weights=(5, 4, 2, 2, 2))
+
+
+def _cuts_designed_cases() -> list[Case]:
+    return [
+        _cuts_case("prime_number_of_steps", CHAIN, 7, 12, 40),
+        _cuts_case("one_graph_fits", WITH_DEAD_BRANCH, 6, 18, 41),
+        _cuts_case("two_dead_values", [("matmul", 0), ("unary", "abs", 0), ("unary", "neg", 2), ("unary", "relu", 1),
+                                       ("scale", 2.0, 4)], 8, 13, 42),
+        _cuts_case("remainder_of_nine", [("unary", "tanh", 0), ("scale", -1.5, 1), ("add", 0, 2)], 9, 12, 43),
+    ]
+
+
+def _cuts_random_cases(rng: random.Random) -> list[Case]:
+    cases = []
+    for i in range(2):
+        program = models.random_program(rng, rng.randint(4, 6), **CUT_KINDS)
+        max_nodes = len(program) * rng.randint(1, 4) + rng.randrange(3)
+        cases.append(_cuts_case(f"hidden-{i}", program, rng.randint(6, 12), max_nodes, rng.randrange(10**6)))
+    return cases
 
 
 EXERCISES.append(Exercise(
-    id="04.barrier_finder", title="同步屏障查找器 (barrier finder)",
+    id="04.graph_cuts", title="切图策略 (graph cuts)",
     stub=(
-        'def barrier_reason(func, args, kwargs, compiled_ops):\n'
-        '    """判断这次 ATen 调用是否迫使延迟设备先执行待定的图：返回 "item"、"host_copy"、"data_dependent_shape"、"fallback" 或 None。"""'),
+        'def run_with_cuts(step, state, steps, max_nodes):\n'
+        '    """在延迟模式里做 steps 次 state = step(state) 并返回最后的 state：每张执行的图至多 max_nodes 个节点、'
+        '整个过程只编译一次，在此前提下执行的图越少越好。"""'),
     points=2,
     public_cases=lambda: [
-        _barrier_case("every_barrier", [("item", 0), ("mask", 1), ("transpose", 2), ("cumsum", 3), ("host", 4),
-                                        ("unary", "relu", 5)], 0, ".item()、布尔掩码、转置、cumsum、.cpu()"),
-        _barrier_case("views_and_compute", [("matmul", 0), ("transpose", 1), ("cumsum", 2),
-                                            ("add", 1, 3), ("item", 4)], 1, "视图只改元数据，不是屏障"),
+        _cuts_case("twelve_steps", CHAIN, 12, 15, 0, "每步 matmul、tanh、add 三个节点，12 步，每张图至多 15 个节点"),
+        _cuts_case("dead_branch", WITH_DEAD_BRANCH, 10, 16, 1, "每步先算一个没人用的 sigmoid，10 步，每张图至多 16 个节点"),
     ],
-    random_cases=lambda rng: [_barrier_case(f"hidden-{i}", models.random_program(rng, 8, **BARRIER_KINDS),
-                                            rng.randrange(10**6)) for i in range(3)],
-    produce=_barrier_artifact,
-    compare=lambda e, g: artifact_error(g) or compare_equal(
-        e["barriers"], g["barriers"], "找到的屏障（算子, 原因）与参考不一致。"),
-    hint="按顺序判断：_local_scalar_dense → item；拷到 CPU 的 _to_copy / copy_ → host_copy；"
-         "带 torch.Tag.dynamic_output_shape 标签 → data_dependent_shape；视图 (func.is_view) 和芯片能编译的算子不是屏障；"
-         "其余 → fallback。",
+    designed_cases=_cuts_designed_cases, random_cases=_cuts_random_cases,
+    produce=_cuts_artifact, compare=_compare_cuts,
+    hint="记录是免费的，没有引用的值也不会执行：可以先量一步有多少个节点。"
+         "缓存只在两张图结构相同时命中——想想每张图各包含多少步，所有的图才一模一样。",
 ))
 
 
-# --- 04.fallback_report ----------------------------------------------------------------
+# --- 04.barrier_probe ------------------------------------------------------------------------
 
-def _ops_case(name: str, names: list, seed: int, description: str = "") -> Case:
-    return Case(name, seeded_build(seed, lambda: {
-        "fn": functools.partial(models.run_named_ops, names), "inputs": (torch.randn(5, 5),)}), description)
-
-
-def _fallback_artifact(function, built) -> dict:
-    models.init_ltc()
-    reports = [function(built["fn"], built["inputs"]) for _ in range(2)]
-    for report in reports:
-        if not isinstance(report, dict) or not all(isinstance(k, str) and isinstance(v, int) for k, v in report.items()):
-            return {"error": f"fallback_report 应返回 {{算子名: 次数}} 的 dict，实际返回了 {short(report)}。"}
-    return {"reports": reports}
+PLANNED_SYNCS = ("mark_step", "exit", "explicit")
+UNLISTED_PROBE_OPS = sorted(set(models.PROBE_OPS) - set(models.SECTION_PROBE_OPS))
 
 
-def _random_ops(rng: random.Random) -> list:
-    return rng.sample(sorted(models.LTC_FALLBACK_OPS), 3) + rng.sample(sorted(models.LTC_NATIVE_OPS), 2)
+def _probe_case(name: str, ops: list, seed: int, description: str = "") -> Case:
+    """Probe each op of ``ops`` (names in ``PROBE_OPS``), in turn, on a 4×4 example."""
+    return Case(name, seeded_build(seed, lambda: {"ops": list(ops), "example": torch.randn(4, 4)}), description)
+
+
+def _probe_artifact(function, built) -> dict:
+    found = {}
+    for name in built["ops"]:
+        reasons = function(models.PROBE_OPS[name], built["example"].clone())
+        if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+            return {"error": f"barrier_probe 应返回同步原因（字符串）的列表，探测 {name} 时返回了 {short(reasons)}。"}
+        found[name] = list(reasons)
+    return {"reasons": found}
+
+
+def _compare_probe(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    differ = [name for name, reasons in expected["reasons"].items() if got["reasons"].get(name) != reasons]
+    if not differ:
+        return PASS
+    name = differ[0]
+    planned = [r for r in got["reasons"][name] if r in PLANNED_SYNCS]
+    advice = ("mark_step、exit 是计划内的同步，不是 op 造成的屏障。" if planned else
+              "想想：探测时 op 的输入有没有待定（还没执行）的值？同步记录里是不是混进了别的调用、或者你自己的读取？")
+    return Verdict(False, f"{len(differ)} 个算子的探测结果与芯片实际记录的不一致，第一个是 {name}。{advice}",
+                   short(expected["reasons"][name]), short(got["reasons"][name]))
 
 
 EXERCISES.append(Exercise(
-    id="04.fallback_report", title="LTC 回退报告 (fallback report)",
+    id="04.barrier_probe", title="同步屏障探针 (barrier probe)",
     stub=(
-        'def fallback_report(fn, inputs):\n'
-        '    """在 LTC 的 lazy 设备上运行 fn(*inputs) 并 mark_step，返回 {"aten::...": 次数}：回退到 CPU 的算子及次数。"""'),
+        'def barrier_probe(op, example):\n'
+        '    """op(t) 作用在芯片上一个还没执行（待定）的张量 t 上时，toychip 延迟模式因 op 而做的同步：'
+        '返回原因字符串的列表，按发生顺序（example 是 CPU 张量，给出 t 的形状和数值）。"""'),
     points=2,
     public_cases=lambda: [
-        _ops_case("det_and_mask", ["det", "relu", "mask"], 0, "行列式和布尔掩码回退到 CPU，relu 不回退"),
-        _ops_case("item_twice", ["item", "softmax", "item", "cumprod"], 1, ".item() 在 LTC 里也是一次回退"),
+        _probe_case("listed_in_section_3", ["item", "cpu", "mask", "cumsum", "relu"], 0,
+                    "第 3 节列出的屏障：.item()、.cpu()、布尔掩码、没有芯片内核的 cumsum；relu 不是屏障"),
+        _probe_case("not_in_the_kernel_table", ["gelu", "softmax", "scale_in_place"], 1,
+                    "F.gelu、softmax 和整块原地的 t.mul_(2.0)"),
+        _probe_case("two_barriers_and_print", ["cumsum_then_item", "printed"], 2,
+                    "torch.cumsum(t, 0).sum().item()；str(t * 2.0)"),
     ],
-    random_cases=lambda rng: [_ops_case(f"hidden-{i}", _random_ops(rng), rng.randrange(10**6)) for i in range(3)],
-    produce=_fallback_artifact,
-    compare=lambda e, g: artifact_error(g) or compare_equal(
-        e["reports"], g["reports"], "回退报告与参考不一致（同一函数连续报告两次，两次应完全相同）。"),
-    hint="先 torch._lazy.metrics.reset()，再在 lazy 设备上运行并 mark_step()；"
-         "LTC 把回退的算子记在名字以 'aten::' 开头的计数器里，'lazy::' 开头的是它自己编译的算子。",
+    designed_cases=lambda: [
+        _probe_case("copies_and_shapes", ["tolist", "unique", "where", "truth_value"], 50),
+        _probe_case("writes_and_casts", ["row_add", "column_fill", "to_float64"], 51),
+        _probe_case("no_chip_kernel", ["flip", "sort", "topk", "std", "concat"], 52),
+        _probe_case("recorded", ["silu", "layer_norm", "transpose_matmul"], 53),
+        _probe_case("item_then_fallback", ["item_then_flip"], 54),
+    ],
+    random_cases=lambda rng: [_probe_case(f"hidden-{i}", rng.sample(UNLISTED_PROBE_OPS, 4), rng.randrange(10**6))
+                              for i in range(2)],
+    produce=_probe_artifact, compare=_compare_probe,
+    hint="同步只在要读的值还是待定的节点时才发生；sync_log 里也有不是 op 引起的同步，只留下 op 自己引起的。",
 ))
 
 

@@ -8,6 +8,8 @@
 * :func:`lazy_sgd` trains a tiny regressor in toychip lazy mode over a schedule of
   (learning rate, batch size) steps, and :func:`lazy_programs` runs one program per
   step: the workloads of the trace-cache exercise.
+* :data:`PROBE_OPS` are one-tensor operations for the barrier-probe exercise: some
+  record, some make lazy mode materialise, for reasons a table of op properties misses.
 * :func:`init_ltc` starts PyTorch's own Lazy Tensor Core with its TorchScript backend,
   once per process (a second ``torch._lazy.ts_backend.init()`` raises);
   :func:`backend_interface_methods` and :func:`lazy_dispatch_entry` read what a backend
@@ -45,10 +47,6 @@ def run_program(steps, x: torch.Tensor, w: torch.Tensor, outputs=-1):
     products are temporaries, freed as soon as the step is done),
     ``("sum", i)`` (over rows, kept as 1×n), ``("reduce", d, i)`` (over dim ``d``, dropped),
     ``("max", i)`` (column maxima, 1×n, from ``torch.max``'s (values, indices) pair).
-    Barrier steps (chapter 04's barrier finder) compute the same kind of value but make
-    a lazy device materialise: ``("item", i)`` (scale by ``values[i].sum().item()``),
-    ``("mask", i)`` (sum of the positive entries, via a boolean mask), ``("cumsum", i)``,
-    ``("host", i)`` (a copy to the CPU, then back), ``("transpose", i)`` (a view: no barrier).
     """
     values = [x]
     for step in steps:
@@ -85,16 +83,6 @@ def _run_step(step, values, w):
         return v.sum(dim=step[1])
     if kind == "max":
         return torch.max(v, dim=0, keepdim=True).values
-    if kind == "item":
-        return v * (v.sum().item() / v.numel())
-    if kind == "mask":
-        return v[v > 0].sum().reshape(1, 1) + w
-    if kind == "cumsum":
-        return torch.cumsum(v, dim=0)
-    if kind == "host":
-        return v.cpu().to(v.device) * 2.0
-    if kind == "transpose":
-        return v.t()
     raise ValueError(f"unknown step {step!r}")
 
 
@@ -198,6 +186,40 @@ def _cache_counters() -> dict:
     return {"misses": metrics.cache_misses, "hits": metrics.cache_hits, "false_hits": metrics.false_hits}
 
 
+# --------------------------------------------------------------------------- barrier probes
+PROBE_OPS = {
+    # what the section lists
+    "item": lambda t: t * t.sum().item(),
+    "cpu": lambda t: t.cpu(),
+    "mask": lambda t: t[t > 0],
+    "cumsum": lambda t: torch.cumsum(t, dim=0),
+    "relu": torch.relu,
+    # never listed: decomposed, recorded in place, written in part, cast, printed, two barriers
+    "gelu": F.gelu,
+    "softmax": lambda t: torch.softmax(t, dim=1),
+    "silu": F.silu,
+    "layer_norm": lambda t: F.layer_norm(t, (t.shape[-1],)),
+    "transpose_matmul": lambda t: t.t() @ t,
+    "scale_in_place": lambda t: t.mul_(2.0),
+    "tolist": lambda t: t.tolist(),
+    "unique": torch.unique,
+    "where": lambda t: torch.where(t > 0),
+    "truth_value": lambda t: t * 2.0 if bool(t.sum() > 0) else t,
+    "flip": lambda t: torch.flip(t, [0]),
+    "sort": lambda t: torch.sort(t, dim=1).values,
+    "topk": lambda t: torch.topk(t, 2).values,
+    "std": lambda t: t.std(),
+    "concat": lambda t: torch.cat([t, t]),
+    "row_add": lambda t: t[0].add_(1.0),
+    "column_fill": lambda t: t[:, 0].fill_(0.0),
+    "to_float64": lambda t: t.to(torch.float64) * 2.0,
+    "printed": lambda t: str(t * 2.0),
+    "cumsum_then_item": lambda t: torch.cumsum(t, dim=0).sum().item(),
+    "item_then_flip": lambda t: torch.flip(t * t.sum().item(), [0]),
+}
+SECTION_PROBE_OPS = ("item", "cpu", "mask", "cumsum", "relu")
+
+
 # --------------------------------------------------------------------------- real LTC
 def init_ltc() -> None:
     """Start LTC's TorchScript backend (CPU) unless this process already did."""
@@ -209,31 +231,6 @@ def init_ltc() -> None:
     except RuntimeError as error:
         if "multiple backend fallbacks" not in str(error):
             raise
-
-
-LTC_FALLBACK_OPS = {
-    "det": lambda x: torch.linalg.det(x),
-    "median": lambda x: torch.median(x, dim=0).values,
-    "cumprod": lambda x: torch.cumprod(x, dim=0),
-    "erfinv": lambda x: torch.erfinv(torch.tanh(x)),
-    "roll": lambda x: torch.roll(x, 1, 0),
-    "amax": lambda x: torch.amax(x, dim=0),
-    "mask": lambda x: x[x > 0],
-    "item": lambda x: x * x.sum().item(),
-}
-LTC_NATIVE_OPS = {
-    "relu": torch.relu, "softmax": lambda x: torch.softmax(x, dim=1), "cumsum": lambda x: torch.cumsum(x, 0),
-    "sort": lambda x: torch.sort(x, dim=1).values, "gelu": F.gelu, "tril": torch.tril,
-}
-
-
-def run_named_ops(names, x: torch.Tensor):
-    """Apply the ops named in ``names`` (keys of the two tables above) in turn; sum results."""
-    table = {**LTC_FALLBACK_OPS, **LTC_NATIVE_OPS}
-    total = x.sum()
-    for name in names:
-        total = total + table[name](x).sum()
-    return total
 
 
 HEADER_SECTION = re.compile(r"/\*\*\s*\n\s*\*\s*(.+?)\s*\n\s*\*\s*\*/")  # /**  * Title  * */

@@ -14,6 +14,8 @@ import torch._lazy.metrics
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+import toychip
+
 
 # --- 04.lazy_recorder --------------------------------------------------------------------
 
@@ -554,45 +556,196 @@ def cache_key_as_digest(nodes):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# --- 04.barrier_finder (replaced later) -------------------------------------------------------
+# --- 04.graph_cuts -------------------------------------------------------------------------
 
-def barrier_reason_seed(func, args, kwargs, compiled_ops):
-    """Seed 000's list: only ``.cpu()``/``print`` and reading a value (``if z.sum() > 0``)."""
-    if func is torch.ops.aten._local_scalar_dense.default:
-        return "item"
-    if func is torch.ops.aten._to_copy.default and str(kwargs.get("device")) == "cpu":
-        return "host_copy"
-    return None
+def _live_nodes_per_step(step, state):
+    """Nodes one step adds to a graph: a trial step, recorded, counted and dropped."""
+    trial = step(state)
+    return sum(node.kind != "input" for node in toychip.pending_graph([trial]))
 
 
-def barrier_reason_views_fall_back(func, args, kwargs, compiled_ops):
-    """Forgets that views only change metadata: ``t()``/``view`` reported as fallbacks."""
-    aten = torch.ops.aten
-    if func is aten._local_scalar_dense.default:
-        return "item"
-    if func is aten._to_copy.default:
-        return "host_copy" if str(kwargs.get("device")) == "cpu" else None
-    if torch.Tag.dynamic_output_shape in func.tags:
-        return "data_dependent_shape"
-    return None if str(func) in compiled_ops else "fallback"
+def _steps_per_graph(steps, per_step, max_nodes):
+    return max(k for k in range(1, steps + 1) if steps % k == 0 and k * per_step <= max_nodes)
 
 
-# --- 04.fallback_report (replaced later) ------------------------------------------------------
-
-def fallback_report_every_counter(fn, inputs):
-    """Reports every counter: LTC's own lazy::* ops and compile counters included."""
-    torch._lazy.metrics.reset()
-    fn(*[x.to("lazy") for x in inputs])
-    torch._lazy.mark_step()
-    return {name: torch._lazy.metrics.counter_value(name) for name in torch._lazy.metrics.counter_names()}
+def _cut_every(step, state, steps, per_graph):
+    for done in range(1, steps + 1):
+        state = step(state)
+        if done % per_graph == 0:
+            toychip.mark_step()
+    return state
 
 
-def fallback_report_without_reset(fn, inputs):
-    """Never resets the counters: earlier runs leak into the report."""
-    fn(*[x.to("lazy") for x in inputs])
-    torch._lazy.mark_step()
-    return {name: torch._lazy.metrics.counter_value(name)
-            for name in torch._lazy.metrics.counter_names() if name.startswith("aten::")}
+def cuts_every_step(step, state, steps, max_nodes):
+    """One mark_step per step, as in a training loop: small graphs, one compile."""
+    return _cut_every(step, state, steps, 1)
+
+
+def cuts_never(step, state, steps, max_nodes):
+    """Lazy mode runs everything at the end of the block anyway: no cut needed."""
+    for _ in range(steps):
+        state = step(state)
+    return state
+
+
+def cuts_fill_each_graph(step, state, steps, max_nodes):
+    """Puts as many steps in each graph as the limit allows; the last graph takes the rest."""
+    return _cut_every(step, state, steps, max_nodes // _live_nodes_per_step(step, state))
+
+
+def cuts_when_over_the_limit(step, state, steps, max_nodes):
+    """Watches the pending graph and cuts once it has reached the limit (one step too late)."""
+    for _ in range(steps):
+        state = step(state)
+        if sum(node.kind != "input" for node in toychip.pending_graph([state])) >= max_nodes:
+            toychip.mark_step()
+    return state
+
+
+def cuts_after_measuring_a_real_step(step, state, steps, max_nodes):
+    """Runs the first step on its own to read its size from the sync log, then cuts evenly."""
+    state = step(state)
+    toychip.mark_step()
+    per_step = toychip.lazy_metrics().sync_log[-1].nodes
+    per_graph = _steps_per_graph(steps, per_step, max_nodes)
+    for done in range(2, steps + 1):
+        state = step(state)
+        if done % per_graph == 0:
+            toychip.mark_step()
+    return state
+
+
+def cuts_counting_recorded_nodes(step, state, steps, max_nodes):
+    """Counts a step's nodes as recorded (nodes_recorded), dead ones included."""
+    before = toychip.lazy_metrics().nodes_recorded
+    step(state)
+    per_step = toychip.lazy_metrics().nodes_recorded - before
+    return _cut_every(step, state, steps, _steps_per_graph(steps, per_step, max_nodes))
+
+
+def cuts_counting_inputs(step, state, steps, max_nodes):
+    """Takes the whole pending graph of one step for its size, device-data inputs included."""
+    per_step = len(toychip.pending_graph([step(state)]))
+    return _cut_every(step, state, steps, _steps_per_graph(steps, per_step, max_nodes))
+
+
+def cuts_keeping_the_trial(step, state, steps, max_nodes):
+    """Measures a trial step but keeps it in a variable: an unused value is taken for a dead one."""
+    trial = step(state)
+    per_step = sum(node.kind != "input" for node in toychip.pending_graph([trial]))
+    return _cut_every(step, state, steps, _steps_per_graph(steps, per_step, max_nodes))
+
+
+def cuts_measured_on_the_first_step(step, state, steps, max_nodes):
+    """No trial: records the first real step, measures the pending graph, and keeps going;
+    counts steps down in a while loop."""
+    state = step(state)
+    per_step = len([n for n in toychip.pending_graph([state]) if n.kind != "input"])
+    per_graph = max(k for k in range(1, max_nodes // per_step + 1) if steps % k == 0)
+    in_graph, left = 1, steps - 1
+    while True:
+        if in_graph == per_graph:
+            toychip.mark_step()
+            in_graph = 0
+        if left == 0:
+            return state
+        state, in_graph, left = step(state), in_graph + 1, left - 1
+
+
+# --- 04.barrier_probe ---------------------------------------------------------------------
+
+PLANNED_SYNCS = ("mark_step", "exit", "explicit")
+
+
+def _own_syncs(run):
+    """Sync reasons logged while ``run()`` runs, planned ones dropped."""
+    before = len(toychip.lazy_metrics().sync_log)
+    run()
+    return [e.reason for e in toychip.lazy_metrics().sync_log[before:] if e.reason not in PLANNED_SYNCS]
+
+
+def probe_on_device_data(op, example):
+    """Moves the example to the chip and probes it: a copied tensor taken for a pending one."""
+    with toychip.lazy():
+        return _own_syncs(lambda: op(example.to("toychip")))
+
+
+def probe_every_sync(op, example):
+    """Every sync after the op counts, the one at the end of the block included."""
+    toychip.reset_lazy_metrics()
+    with toychip.lazy():
+        pending = example.to("toychip") * 1.0
+        result = op(pending)
+    return [event.reason for event in toychip.lazy_metrics().sync_log]
+
+
+def probe_first_sync_only(op, example):
+    """An op is one barrier at most: the first sync it causes."""
+    with toychip.lazy():
+        pending = example.to("toychip") * 1.0
+        return _own_syncs(lambda: op(pending))[:1]
+
+
+def probe_forcing_the_result(op, example):
+    """Reads the result back (``.cpu()``) to be sure the op really ran."""
+    def run_and_read():
+        result = op(pending)
+        if isinstance(result, torch.Tensor):
+            result.cpu()
+
+    with toychip.lazy():
+        pending = example.to("toychip") * 1.0
+        return _own_syncs(run_and_read)
+
+
+def probe_without_a_fresh_log(op, example):
+    """Reads the whole sync log of the process: earlier probes' syncs are taken for this op's."""
+    with toychip.lazy():
+        op(example.to("toychip") * 1.0)
+        reasons = [event.reason for event in toychip.lazy_metrics().sync_log]
+    return [reason for reason in reasons if reason not in PLANNED_SYNCS]
+
+
+class _KernelTableRules(TorchDispatchMode):
+    """The properties of each op as a rule table: the reason a barrier has, read off the op."""
+
+    def __init__(self):
+        super().__init__()
+        self.reasons = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from toychip.op_table import OP_TABLE
+        kwargs = kwargs or {}
+        if any(isinstance(a, torch.Tensor) and a.device.type == "toychip" for a in args):
+            if func is torch.ops.aten._local_scalar_dense.default:
+                self.reasons.append("item")
+            elif func is torch.ops.aten._to_copy.default and str(kwargs.get("device")) == "cpu":
+                self.reasons.append("host_copy")
+            elif torch.Tag.dynamic_output_shape in func.tags:
+                self.reasons.append("data_dependent_shape")
+            elif not (func.is_view or func in OP_TABLE or func in (torch.ops.aten._to_copy.default,
+                                                                   torch.ops.aten.copy_.default)):
+                self.reasons.append("fallback")
+        return func(*args, **kwargs)
+
+
+def probe_from_op_properties(op, example):
+    """Needs no lazy mode: a barrier is a property of the op (tags, views, the chip's kernel table)."""
+    with _KernelTableRules() as rules:
+        op(example.to("toychip"))
+    return rules.reasons
+
+
+def probe_with_a_clean_slate(op, example):
+    """Resets the metrics, opens its own block on a pending copy, and filters the log after the block."""
+    chip = example.to("toychip")
+    toychip.reset_lazy_metrics()
+    with toychip.lazy():
+        kept = [chip + 0.0]
+        toychip.reset_lazy_metrics()
+        kept.append(op(kept[0]))
+        toychip.mark_step()
+    return [e.reason for e in toychip.lazy_metrics().sync_log if e.reason not in {"mark_step", "exit", "explicit"}]
 
 
 # --- 04.replay_backend --------------------------------------------------------------------
@@ -786,14 +939,34 @@ WRONG_ANSWERS = [
      "Which nodes a node reads is the wiring; the order of its operands is not"),
     ("04.cache_key", cache_key_without_constants,
      "LTC makes every scalar a program input, so no constant (ints and strings too) belongs in the key"),
-    ("04.barrier_finder", barrier_reason_seed,
-     "Seed 000's list: only .cpu()/print and reading a value (if z.sum() > 0) are barriers"),
-    ("04.barrier_finder", barrier_reason_views_fall_back,
-     "Views are ops the chip cannot compile, so t()/view are fallbacks"),
-    ("04.fallback_report", fallback_report_every_counter,
-     "Every LTC counter is a fallback counter (lazy::* ops and compile counters included)"),
-    ("04.fallback_report", fallback_report_without_reset,
-     "The counters start at zero for each report (they are never reset)"),
+    ("04.graph_cuts", cuts_every_step,
+     "One mark_step per step, as in a training loop, is always the best cut"),
+    ("04.graph_cuts", cuts_never,
+     "Lazy mode runs everything at the end of the block, so no cut is needed"),
+    ("04.graph_cuts", cuts_fill_each_graph,
+     "Fewest graphs means each graph as full as the limit allows; the remainder makes one more graph"),
+    ("04.graph_cuts", cuts_when_over_the_limit,
+     "Cut when the pending graph has reached the limit (checked after the step that passed it)"),
+    ("04.graph_cuts", cuts_after_measuring_a_real_step,
+     "Running the first step alone to measure it costs nothing (its graph is one more structure)"),
+    ("04.graph_cuts", cuts_counting_recorded_nodes,
+     "A step's size in a graph is the number of nodes it records, dead ones included"),
+    ("04.graph_cuts", cuts_counting_inputs,
+     "A step's size is its whole pending graph, device-data inputs included"),
+    ("04.graph_cuts", cuts_keeping_the_trial,
+     "A trial value that nobody uses is dead even while a variable still holds it"),
+    ("04.barrier_probe", probe_on_device_data,
+     "A tensor moved to the chip inside the lazy block is pending, like any lazy value"),
+    ("04.barrier_probe", probe_every_sync,
+     "Every sync after the op is its doing, the one at the end of the block included"),
+    ("04.barrier_probe", probe_first_sync_only,
+     "An op is one barrier at most: its first sync"),
+    ("04.barrier_probe", probe_forcing_the_result,
+     "The result must be read back (.cpu()) to see what the op does"),
+    ("04.barrier_probe", probe_without_a_fresh_log,
+     "The sync log starts empty for each probe"),
+    ("04.barrier_probe", probe_from_op_properties,
+     "A barrier is a property of the op (tags, views, the kernel table), readable without running lazy mode"),
     ("04.replay_backend", replay_by_retracing,
      "LTC's graph cache makes tracing free, so tracing on every call is fine"),
     ("04.replay_backend", replay_frozen_values,
@@ -835,6 +1008,10 @@ RIGHT_ANSWERS = [
      "a str key: SHA-256 of the structure's repr, floats as None, users included"),
     ("04.cache_key", cache_key_skeleton_and_edges,
      "a tuple of parts: skeleton, edges with operand slots, a frozenset of outputs, floats as the type float"),
+    ("04.graph_cuts", cuts_measured_on_the_first_step,
+     "no trial: measures the first real step while it is pending, counts steps down in a while loop"),
+    ("04.barrier_probe", probe_with_a_clean_slate,
+     "resets the metrics, keeps the values in a list, ends with mark_step and filters after the block"),
     ("04.replay_backend", replay_backend_as_object,
      "a callable object; argument ids in a list matched with list.index; torch.device('lazy')"),
     ("04.replay_backend", replay_with_extract_compiled_graph,
