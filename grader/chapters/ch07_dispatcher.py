@@ -395,7 +395,7 @@ def _chain_difference(real: list, predicted: list) -> str:
     if same == 0:
         return "第一个运行的内核就不对：这次调用的键集合里到底有哪些键（张量带来的、include 加上的、exclude 去掉的）？"
     if same == len(real):
-        return f"真实的调用在 {real[-1]} 的内核里就结束了，你的预测还在往下走。"
+        return f"前 {same} 个内核一致，真实的调用到这里就结束了，你的预测还在往下走。"
     return (f"前 {same} 个内核一致，之后就不同了：{predicted[same - 1]} 的内核 redispatch 之后，"
             "调用还能到达哪些键？透传的键、没有内核的键呢？")
 
