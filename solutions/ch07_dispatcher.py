@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch._C import DispatchKey
+from torch._C import DispatchKey, DispatchKeySet
 from torch.library import Library, custom_op
 
 import toychip
@@ -43,23 +43,6 @@ def register_gelu_kernels() -> None:
     toychip.register_kernel("aten::gelu_backward", gelu_backward)
 
 
-def effective_dispatch_keys(tensors: list) -> list:
-    """The keys of a call with these tensor arguments, highest priority first.
-
-    (union of the tensors' key sets | thread-local include) - thread-local exclude,
-    then read out by repeatedly taking the highest key.
-    """
-    keys = torch._C._dispatch_tls_local_include_set()
-    for t in tensors:
-        keys = keys | torch._C._dispatch_keys(t)
-    keys = keys - torch._C._dispatch_tls_local_exclude_set()
-    names = []
-    while (key := keys.highestPriorityTypeId()) != DispatchKey.Undefined:
-        names.append(key.name)
-        keys = keys.remove(key)
-    return names
-
-
 def install_probe(lib: Library, keys: list, log: list) -> None:
     """Define ``probe(Tensor x) -> Tensor`` in ``lib``; at each key log it and redispatch.
 
@@ -80,6 +63,29 @@ def install_probe(lib: Library, keys: list, log: list) -> None:
 
     for name in keys:
         lib.impl("probe", kernel_at(name), name, with_keyset=True)
+
+
+def dispatch_chain(table: dict, tensor_keys: list, include: DispatchKeySet, exclude: DispatchKeySet) -> list:
+    """The keys whose kernels a call runs, in order, as the dispatcher picks them.
+
+    The call's key set is the tensors' keys with the thread-local include set added and the
+    exclude set taken away (exclude wins). The highest key runs first; a fallthrough, or a
+    key without a kernel, is passed over; a kernel that redispatches hands the call to the
+    keys below its own; a kernel that returns ends the call.
+    """
+    keys = include
+    for tensor_key_set in tensor_keys:
+        keys = keys | tensor_key_set
+    keys = keys - exclude
+    chain = []
+    while (key := keys.highestPriorityTypeId()) != DispatchKey.Undefined:
+        kind = table.get(key.name, "fallthrough")
+        if kind != "fallthrough":
+            chain.append(key.name)
+        if kind == "return":
+            break
+        keys = keys & torch._C._dispatch_keyset_full_after(key)
+    return chain
 
 
 def chip_fallback(op, *args, **kwargs):

@@ -152,7 +152,7 @@ EXERCISES.append(Exercise(
 ))
 
 
-# --- scenarios shared by 07.dispatch_keys and 07.probe_path ---------------------------
+# --- scenarios shared by 07.probe_path and 07.mini_dispatcher -------------------------
 
 def _make_tensors(spec: str) -> list[torch.Tensor]:
     """The tensor arguments a scenario names ("chip+cpu_scalar": two arguments)."""
@@ -183,6 +183,8 @@ MODE_GUARDS = {
     "autocast_cpu": lambda: torch.autocast("cpu"),
     "autocast_chip": lambda: torch.autocast("toychip", dtype=torch.bfloat16),
     "exclude_autograd_cpu": lambda: torch._C._ExcludeDispatchKeyGuard(DispatchKeySet(DispatchKey.AutogradCPU)),
+    "include_autograd_cpu": lambda: torch._C._IncludeDispatchKeyGuard(DispatchKey.AutogradCPU),
+    "include_autocast_cpu": lambda: torch._C._IncludeDispatchKeyGuard(DispatchKey.AutocastCPU),
     # The course's tracer: the Python dispatcher hands every kernel the call's whole key set,
     # keys above the kernel's own included.
     "trace_dispatch": toychip.dispatch_trace.recording,
@@ -200,7 +202,8 @@ def _enter_mode(mode: str):
 
 TENSOR_SPECS = ["cpu", "cpu_requires_grad", "chip", "meta", "inference_cpu", "chip+cpu_scalar",
                 "cpu+inference_cpu"]
-MODES = ["plain", "no_grad", "inference_mode", "autocast_cpu", "autocast_chip", "exclude_autograd_cpu"]
+MODES = ["plain", "no_grad", "inference_mode", "autocast_cpu", "autocast_chip", "exclude_autograd_cpu",
+         "include_autograd_cpu", "include_autocast_cpu", "inference_mode+autocast_cpu"]
 
 
 def _compare_scenarios(expected, got, what: str) -> Verdict:
@@ -219,49 +222,6 @@ def _key_names(value, function_name: str):
     return list(value), None
 
 
-# --- 07.dispatch_keys ------------------------------------------------------------------
-
-def _keys_artifact(function, built) -> dict:
-    result = {}
-    for spec, mode in built["scenarios"]:
-        tensors = _make_tensors(spec)
-        with _enter_mode(mode):
-            keys, error = _key_names(function(tensors), "effective_dispatch_keys")
-        if error:
-            return error
-        result[f"{spec}|{mode}"] = keys
-    return result
-
-
-def _keys_case(name: str, scenarios, description: str = "") -> Case:
-    return Case(name, lambda: {"scenarios": [list(s) for s in scenarios]}, description)
-
-
-def _random_scenarios(rng: random.Random, count: int):
-    return [(rng.choice(TENSOR_SPECS), rng.choice(MODES)) for _ in range(count)]
-
-
-EXERCISES.append(Exercise(
-    id="07.dispatch_keys", title="调度键计算器 (dispatch key set)",
-    stub=(
-        'def effective_dispatch_keys(tensors: list) -> list:\n'
-        '    """这些张量参数在当前线程局部状态下的调度键（名字），按优先级从高到低。"""'),
-    points=2,
-    public_cases=lambda: [
-        _keys_case("devices", [("cpu", "plain"), ("chip", "plain"), ("meta", "plain"), ("chip+cpu_scalar", "plain")],
-                   "不同设备的张量，默认模式"),
-        _keys_case("modes", [("cpu_requires_grad", "no_grad"), ("cpu", "inference_mode"), ("cpu", "autocast_cpu"),
-                             ("chip", "autocast_chip"), ("inference_cpu", "plain")],
-                   "no_grad、inference_mode、autocast 与推理张量"),
-    ],
-    random_cases=lambda rng: [_keys_case(f"hidden-{i}", _random_scenarios(rng, 5)) for i in range(3)],
-    produce=_keys_artifact, compare=lambda e, g: _compare_scenarios(e, g, "算出的调度键"),
-    hint="键集 = 所有张量参数的键集之并 | 线程局部 include 集，再减去线程局部 exclude 集"
-         "（torch._C._dispatch_tls_local_include_set / _exclude_set）；按优先级从高到低读出："
-         "反复取 highestPriorityTypeId() 再 remove()。",
-))
-
-
 # --- 07.probe_path ---------------------------------------------------------------------
 
 PROBE_KEYS = ["AutocastCPU", "AutocastPrivateUse1", "AutogradCPU", "AutogradPrivateUse1", "ADInplaceOrView",
@@ -275,12 +235,12 @@ PROBE_SCENARIOS = [("cpu", "plain"), ("chip", "plain"), ("cpu", "autocast_cpu"),
 
 
 def _probe_output_problem(x: torch.Tensor, out) -> str | None:
-    """What is wrong with the probe's result: it must be a new tensor holding x's values."""
+    """What is wrong with the probe's result: it must be a new tensor holding x's values (a meta tensor holds none)."""
     if not isinstance(out, torch.Tensor):
         return f"探针返回了 {type(out).__name__}，应返回张量"
     if out is x:
         return "探针返回了输入 x 本身（模式 probe(Tensor x) -> Tensor 承诺返回一个新张量）"
-    if not torch.equal(out.cpu(), x.cpu()):
+    if not x.is_meta and not torch.equal(out.cpu(), x.cpu()):
         return "探针返回的张量与 x 的值不同"
     return None
 
@@ -294,11 +254,11 @@ def _probe_artifact(function, built) -> dict:
         probe = getattr(torch.ops, namespace).probe
         result = {}
         for spec, mode in built["scenarios"]:
-            (x,) = _make_tensors(spec)
+            tensors = _make_tensors(spec)
             log.clear()
             try:
                 with _enter_mode(mode):
-                    out = probe(x)
+                    out = probe(*tensors)
             except RecursionError:
                 return {"error": f"张量 {spec}、模式 {mode} 下调用探针时无限递归（RecursionError）："
                                  "某个内核 redispatch 之后，调用又回到了已经走过的键。传给 redispatch 的键集合"
@@ -307,7 +267,7 @@ def _probe_artifact(function, built) -> dict:
             keys, error = _key_names(list(log), "探针记录的 log")
             if error:
                 return error
-            if (problem := _probe_output_problem(x, out)) is not None:
+            if (problem := _probe_output_problem(tensors[0], out)) is not None:
                 return {"error": f"张量 {spec}、模式 {mode} 下{problem}。"}
             result[f"{spec}|{mode}"] = keys
         return result
@@ -365,6 +325,157 @@ EXERCISES.append(Exercise(
     hint="lib.define('probe(Tensor x) -> Tensor')；每个键用 lib.impl('probe', kernel, key, with_keyset=True)，"
          "内核先 log.append(key)，再 op.redispatch(keyset & torch._C._dispatch_keyset_full_after(DispatchKey.<key>), x)；"
          "CPU / PrivateUse1 上直接返回 x.clone()。",
+))
+
+
+# --- 07.mini_dispatcher ----------------------------------------------------------------
+
+KERNEL_KINDS = ("redispatch", "return", "fallthrough")
+BACKEND_KEYS = ("CPU", "PrivateUse1", "Meta")
+WRAPPER_KEYS = ("AutocastCPU", "AutocastPrivateUse1", "AutogradCPU", "AutogradPrivateUse1", "AutogradMeta",
+                "ADInplaceOrView", "BackendSelect")
+
+
+def _install_kernel_table(lib, entries, log: list) -> None:
+    """The probe of 07.probe_path with a kind per key: a kernel that logs its key and then
+    redispatches below it or returns, or a fallthrough. ``entries``: (key name, kind) pairs."""
+    lib.define("probe(Tensor x, Tensor? other=None) -> Tensor")
+    probe = getattr(torch.ops, lib.ns).probe.default
+
+    def kernel_at(name: str, kind: str):
+        below = torch._C._dispatch_keyset_full_after(getattr(DispatchKey, name))
+
+        def kernel(keyset, x, other=None):
+            log.append(name)
+            return x.clone() if kind == "return" else probe.redispatch(keyset & below, x, other)
+        return kernel
+
+    for name, kind in entries:
+        if kind == "fallthrough":
+            lib.impl("probe", torch.library.fallthrough_kernel, name)
+        else:
+            lib.impl("probe", kernel_at(name, kind), name, with_keyset=True)
+
+
+def _call_keys(spec: str, mode: str) -> tuple[list, DispatchKeySet, DispatchKeySet]:
+    """What the dispatcher starts from: each tensor argument's key set, and the thread-local sets under the mode."""
+    tensor_keys = [torch._C._dispatch_keys(t) for t in _make_tensors(spec)]
+    with _enter_mode(mode):
+        return tensor_keys, torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set()
+
+
+def _dispatcher_artifact(function, built) -> dict:
+    """The learner's predicted chain for every scenario (called outside the mode: the sets are its arguments)."""
+    chains = {}
+    for spec, mode in built["scenarios"]:
+        chain, error = _key_names(function(dict(built["table"]), *_call_keys(spec, mode)), "dispatch_chain")
+        if error:
+            return error
+        chains[f"{spec}|{mode}"] = chain
+    return {"chains": chains}
+
+
+_REAL_CHAINS: dict[str, dict] = {}
+
+
+def _with_real_chains(artifact: dict, built: dict) -> dict:
+    """Trusted side: the path PyTorch really takes in each scenario, logged by a probe (measured once per case)."""
+    if "error" in artifact:
+        return artifact
+    key = repr((built["table"], built["scenarios"]))
+    if key not in _REAL_CHAINS:
+        _REAL_CHAINS[key] = _probe_artifact(_install_kernel_table, {"keys": list(built["table"].items()),
+                                                                     "scenarios": built["scenarios"]})
+    return {**artifact, "real": _REAL_CHAINS[key]}
+
+
+def _chain_difference(real: list, predicted: list) -> str:
+    """Where a predicted chain leaves the real one, and what to think about there."""
+    same = next((i for i, (a, b) in enumerate(zip(real, predicted)) if a != b), min(len(real), len(predicted)))
+    if same == 0:
+        return "第一个运行的内核就不对：这次调用的键集合里到底有哪些键（张量带来的、include 加上的、exclude 去掉的）？"
+    if same == len(real):
+        return f"前 {same} 个内核一致，真实的调用到这里就结束了，你的预测还在往下走。"
+    return (f"前 {same} 个内核一致，之后就不同了：{predicted[same - 1]} 的内核 redispatch 之后，"
+            "调用还能到达哪些键？透传的键、没有内核的键呢？")
+
+
+def _compare_chains(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    for scenario, real in expected["real"].items():
+        predicted = got["chains"].get(scenario)
+        if predicted != real:
+            spec, mode = scenario.split("|")
+            return Verdict(False, f"张量 {spec}、模式 {mode} 下预测的路径不对。" + _chain_difference(real, predicted or []),
+                           short(real), short(predicted))
+    return PASS
+
+
+def _dispatcher_case(name: str, table: dict, scenarios, description: str = "") -> Case:
+    return Case(name, lambda: {"table": dict(table), "scenarios": [list(s) for s in scenarios]}, description)
+
+
+def _dispatcher_designed_cases() -> list[Case]:
+    """A mixed-device call past a per-backend fallthrough; kernels only include or exclude guards
+    reach or hide; kernels that return early."""
+    return [
+        _dispatcher_case("designed-mixed-devices",
+                         {"AutocastCPU": "redispatch", "AutogradCPU": "redispatch", "AutogradPrivateUse1": "fallthrough",
+                          "ADInplaceOrView": "return", "CPU": "return", "PrivateUse1": "return"},
+                         [("chip+cpu_scalar", "autocast_cpu"), ("cpu_requires_grad", "no_grad"),
+                          ("cpu+inference_cpu", "inference_mode+autocast_cpu"), ("chip+cpu_scalar", "inference_mode")]),
+        _dispatcher_case("designed-guards",
+                         {"AutocastCPU": "redispatch", "AutogradCPU": "redispatch", "AutogradMeta": "redispatch",
+                          "BackendSelect": "redispatch", "ADInplaceOrView": "fallthrough", "CPU": "return",
+                          "Meta": "return"},
+                         [("inference_cpu", "include_autograd_cpu"), ("cpu", "include_autocast_cpu"),
+                          ("meta", "inference_mode"), ("inference_cpu", "autocast_cpu"), ("meta", "plain")]),
+        _dispatcher_case("designed-early-return",
+                         {"AutocastPrivateUse1": "return", "AutogradCPU": "return", "AutogradPrivateUse1": "redispatch",
+                          "BackendSelect": "fallthrough", "ADInplaceOrView": "redispatch", "CPU": "return",
+                          "PrivateUse1": "return"},
+                         [("chip", "autocast_chip"), ("chip", "exclude_autograd_cpu"),
+                          ("chip+cpu_scalar", "inference_mode"), ("inference_cpu", "plain"), ("cpu", "no_grad")]),
+    ]
+
+
+def _random_dispatcher_case(rng: random.Random, index: int) -> Case:
+    """Some wrapper keys, each with a random kind; every backend returns, so every call ends at a kernel."""
+    table = {name: rng.choice(KERNEL_KINDS) for name in rng.sample(WRAPPER_KEYS, rng.randint(2, len(WRAPPER_KEYS)))}
+    table.update({name: "return" for name in BACKEND_KEYS})
+    return _dispatcher_case(f"random-{index}", table, [(rng.choice(TENSOR_SPECS), rng.choice(MODES)) for _ in range(4)])
+
+
+EXERCISES.append(Exercise(
+    id="07.mini_dispatcher", title="自己做一个小调度器：预测一次调用经过哪些内核",
+    stub=(
+        'def dispatch_chain(table: dict, tensor_keys: list, include: DispatchKeySet, exclude: DispatchKeySet) -> list:\n'
+        '    """算子的内核表 table（键名 → "redispatch" / "return" / "fallthrough"）、各张量参数的键集合、'
+        '线程局部的 include / exclude 集合：返回这次调用依次运行的内核所在的键名。"""'),
+    points=2,
+    public_cases=lambda: [
+        _dispatcher_case("autocast-autograd",
+                         {"AutocastCPU": "redispatch", "AutogradCPU": "redispatch", "AutogradPrivateUse1": "redispatch",
+                          "ADInplaceOrView": "fallthrough", "CPU": "return", "PrivateUse1": "return"},
+                         [("cpu", "plain"), ("cpu", "autocast_cpu"), ("cpu", "inference_mode"),
+                          ("chip+cpu_scalar", "plain"), ("chip", "exclude_autograd_cpu")],
+                         "Autocast 与 Autograd 上的内核、ADInplaceOrView 透传：默认、autocast(cpu)、inference_mode、"
+                         "芯片张量 + CPU 标量、手动排除 AutogradCPU 的芯片张量"),
+        _dispatcher_case("include-set",
+                         {"AutocastCPU": "redispatch", "AutogradCPU": "redispatch", "ADInplaceOrView": "redispatch",
+                          "BackendSelect": "redispatch", "CPU": "return"},
+                         [("inference_cpu", "plain"), ("inference_cpu", "inference_mode"),
+                          ("cpu", "inference_mode+autocast_cpu"), ("inference_cpu", "include_autograd_cpu"),
+                          ("cpu", "include_autocast_cpu")],
+                         "ADInplaceOrView 与 BackendSelect 上也有内核：推理张量、inference_mode 里的 autocast、"
+                         "手动 include AutogradCPU / AutocastCPU"),
+    ],
+    designed_cases=_dispatcher_designed_cases,
+    random_cases=lambda rng: [_random_dispatcher_case(rng, i) for i in range(2)],
+    produce=_dispatcher_artifact, analyze=_with_real_chains, confine_analysis=False, compare=_compare_chains,
+    hint="先得到这次调用真正的键集合（用集合自己的运算，不要读打印出来的名字），再像调度器一样从最高的键往下走："
+         "一个内核 redispatch 时，交出去的只是比它低的那些键。",
 ))
 
 

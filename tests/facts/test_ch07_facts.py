@@ -323,8 +323,8 @@ def effective_keys(tensors) -> list[str]:
     return peel(keys)
 
 
-@backs("notebooks/07_dispatcher.ipynb", "但这个在推理模式之外创建的张量自带这个键")
-@backs("notebooks/07_dispatcher.ipynb", "`inference_mode` 下的推理张量 → `['BackendSelect', 'CPU']`")
+@backs("notebooks/07_dispatcher.ipynb", "（在推理模式之外创建的）张量自带的 `ADInplaceOrView` 键还在")
+@backs("notebooks/07_dispatcher.ipynb", "对推理张量则只剩 `['CPU']`")
 def test_inference_mode_keeps_an_ordinary_tensors_adinplaceorview_key():
     ordinary = torch.ones(2)
     assert effective_keys([ordinary]) == ["AutogradCPU", "ADInplaceOrView", "BackendSelect", "CPU"]
@@ -512,6 +512,117 @@ def test_full_after_a_key_holds_the_keys_below_it():
     after = torch._C._dispatch_keyset_full_after(DispatchKey.AutogradCPU)
     assert not after.has(DispatchKey.AutogradCPU) and not after.has(DispatchKey.AutocastCPU)
     assert after.has(DispatchKey.ADInplaceOrView) and after.has(DispatchKey.CPU)
+
+
+# --- 4.5 a tiny dispatcher ---------------------------------------------------------------------
+
+def logged_path(lib: Library, kernels: dict, *tensors) -> list[str]:
+    """Define ``probe`` in ``lib`` with a logging kernel at each key of ``kernels`` (it then
+    redispatches below its key, or returns); the keys one call of it logs."""
+    lib.define("probe(Tensor x, Tensor? other=None) -> Tensor")
+    probe, log = getattr(torch.ops, lib.ns).probe.default, []
+
+    def kernel_at(name, kind):
+        below = torch._C._dispatch_keyset_full_after(getattr(DispatchKey, name))
+
+        def kernel(keyset, x, other=None):
+            log.append(name)
+            return x.clone() if kind == "return" else probe.redispatch(keyset & below, x, other)
+        return kernel
+
+    for name, kind in kernels.items():
+        lib.impl("probe", kernel_at(name, kind), name, with_keyset=True)
+    probe(*tensors)
+    return log
+
+
+@backs("notebooks/07_dispatcher.ipynb", "的回退是透传，Autograd 的回退做完自己的事就往下交")
+def test_an_op_without_its_own_kernels_passes_these_keys_through_or_down(fresh_library):
+    import toychip  # noqa: F401  (registers the PrivateUse1 autocast fallthrough)
+
+    assert logged_path(fresh_library, {"CPU": "return"}, torch.ones(2)) == ["CPU"]
+    rows = table_rows(f"{fresh_library.ns}::probe")
+    for key in ("AutocastCPU", "AutocastPrivateUse1", "ADInplaceOrView", "BackendSelect"):
+        assert rows[key].startswith("fallthrough") and rows[key].endswith("[backend fallback]"), key
+    for key in ("AutogradCPU", "AutogradPrivateUse1", "AutogradMeta"):
+        assert not rows[key].startswith("fallthrough") and rows[key].endswith("[backend fallback]"), key
+
+
+@backs("notebooks/07_dispatcher.ipynb", "每个功能只走一个后端——集合里最高的那个")
+def test_a_mixed_device_call_runs_one_autograd_kernel_the_highest_backends(fresh_library):
+    import toychip  # noqa: F401  (a PrivateUse1 device)
+
+    kernels = {"AutogradCPU": "redispatch", "AutogradPrivateUse1": "redispatch", "CPU": "return", "PrivateUse1": "return"}
+    path = logged_path(fresh_library, kernels, torch.ones(2, device="toychip"), torch.tensor(2.0))
+    assert path == ["AutogradPrivateUse1", "PrivateUse1"]
+
+
+@backs("notebooks/07_dispatcher.ipynb", "线程局部状态已经算在里面：redispatch 不会回到张量那里重新算一遍")
+def test_a_kernel_gets_the_key_set_with_the_thread_local_state_applied(fresh_library):
+    seen = []
+
+    def autocast_kernel(keyset, x):
+        seen.append(keyset)
+        return probe.redispatch(keyset & torch._C._dispatch_keyset_full_after(DispatchKey.AutocastCPU), x)
+
+    fresh_library.define("probe(Tensor x) -> Tensor")
+    probe = getattr(torch.ops, fresh_library.ns).probe.default
+    fresh_library.impl("probe", autocast_kernel, "AutocastCPU", with_keyset=True)
+    fresh_library.impl("probe", lambda t: t.clone(), "CPU")
+    with torch.inference_mode(), torch.autocast("cpu"):
+        probe(torch.ones(2))
+    assert torch._C._dispatch_keys(torch.ones(2)).has(DispatchKey.AutogradCPU)
+    assert seen[0].has(DispatchKey.AutocastCPU) and not seen[0].has(DispatchKey.AutogradCPU)
+
+
+@backs("notebooks/07_dispatcher.ipynb", "在一个 `with` 块里把键加进 include / exclude 集合，离开时恢复")
+def test_the_include_and_exclude_guards_add_a_key_for_the_block():
+    before = tls_sets(torch.enable_grad)
+    with torch._C._IncludeDispatchKeyGuard(DispatchKey.AutogradCPU):
+        assert torch._C._dispatch_tls_local_include_set().has(DispatchKey.AutogradCPU)
+    with torch._C._ExcludeDispatchKeyGuard(keys_of("ADInplaceOrView")):
+        assert torch._C._dispatch_tls_local_exclude_set().has(DispatchKey.ADInplaceOrView)
+    assert tls_sets(torch.enable_grad) == before
+
+
+@backs("notebooks/07_dispatcher.ipynb", "include 进来的 `AutogradCPU` 让推理张量也走进了 Autograd 层")
+@backs("notebooks/07_dispatcher.ipynb", "它同时在两个集合里，exclude 说了算")
+def test_an_included_key_joins_the_call_unless_it_is_also_excluded():
+    from toychip import trace_dispatch
+
+    with torch.inference_mode():
+        inference_x = torch.ones(2, 2)
+    x = torch.ones(2, 2)
+    assert trace_dispatch(torch.mm, inference_x, inference_x).path() == ["CPU"]
+    with torch._C._IncludeDispatchKeyGuard(DispatchKey.AutogradCPU):
+        assert trace_dispatch(torch.mm, inference_x, inference_x).path() == ["AutogradCPU", "CPU"]
+    with torch._C._IncludeDispatchKeyGuard(DispatchKey.AutocastCPU):
+        include, exclude = torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set()
+        assert include.has(DispatchKey.AutocastCPU) and exclude.has(DispatchKey.AutocastCPU)
+        assert trace_dispatch(torch.mm, x, x).path() == ["AutogradCPU", "CPU"]
+
+
+@backs("notebooks/07_dispatcher.ipynb", "ADInplaceOrView、BackendSelect 是透传，CPU 上是真正计算的内核")
+def test_mm_stops_at_autocast_autograd_and_cpu_and_passes_the_rest_through():
+    rows = table_rows("aten::mm")
+    assert rows["AutocastCPU"].endswith("[kernel]") and rows["CPU"].endswith("[kernel]")
+    assert rows["AutogradCPU"].endswith("[autograd kernel]")
+    assert rows["ADInplaceOrView"].startswith("fallthrough") and rows["BackendSelect"].startswith("fallthrough")
+
+
+@backs("notebooks/07_dispatcher.ipynb", "再把自己的键加进 exclude、从头调用一次 `mm`")
+@backs("notebooks/07_dispatcher.ipynb", "转出来的是普通张量，带着 `AutogradCPU`")
+def test_autocast_calls_mm_again_on_cast_tensors_with_its_key_excluded():
+    from toychip import trace_dispatch
+
+    assert "c10::impl::ExcludeDispatchKeyGuard no_autocast(" in (INCLUDE / "ATen/autocast_mode.h").read_text()
+    with torch.inference_mode():
+        inference_x = torch.ones(2, 2)
+    cast = inference_x.to(torch.bfloat16)
+    assert not cast.is_inference() and torch._C._dispatch_keys(cast).has(DispatchKey.AutogradCPU)
+    with torch.autocast("cpu"):
+        assert trace_dispatch(torch.mm, inference_x, inference_x).path("mm") == ["AutocastCPU", "AutogradCPU", "CPU"]
+
 
 
 @backs("notebooks/07_dispatcher.ipynb", "`Tensor(a!) out` 的意思")

@@ -15,7 +15,7 @@ from torch.library import custom_op
 
 import toychip
 from mutants import mutant
-from solutions.ch07_dispatcher import effective_dispatch_keys
+from solutions.ch07_dispatcher import dispatch_chain
 
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 TANH_CUBIC = 0.044715
@@ -172,21 +172,122 @@ def gelu_kernels_from_a_table():
     toychip.register_kernel("aten::gelu_backward", lambda g, a, **kw: g * slope[kw.get("approximate", "none")](a))
 
 
-# --- 07.dispatch_keys (replaced later: its wrong answers stay) -------------------------
+# --- 07.mini_dispatcher -----------------------------------------------------------------
 
-keys_ignoring_thread_local_state = mutant(
-    effective_dispatch_keys, "keys_ignoring_thread_local_state",
-    ("keys = torch._C._dispatch_tls_local_include_set()", "keys = torch._C._dispatch_keys(tensors[0])"),
-    ("\n    keys = keys - torch._C._dispatch_tls_local_exclude_set()", ""))
+chain_ignoring_exclude = mutant(
+    dispatch_chain, "chain_ignoring_exclude", ("\n    keys = keys - exclude", ""))
+
+chain_ignoring_include = mutant(
+    dispatch_chain, "chain_ignoring_include", ("keys = include\n", "keys = DispatchKeySet(DispatchKey.Undefined)\n"))
+
+chain_exclude_before_include = mutant(
+    dispatch_chain, "chain_exclude_before_include",
+    ("keys = include\n", "keys = DispatchKeySet(DispatchKey.Undefined)\n"),
+    ("keys = keys - exclude", "keys = (keys - exclude) | include"))
+
+chain_fallthrough_runs = mutant(
+    dispatch_chain, "chain_fallthrough_runs", ('if kind != "fallthrough":\n            chain.append', 'if key.name in table:\n            chain.append'))
 
 
-def keys_in_printed_order(tensors):
-    keys = torch._C._dispatch_tls_local_include_set()
-    for t in tensors:
-        keys = keys | torch._C._dispatch_keys(t)
-    keys = keys - torch._C._dispatch_tls_local_exclude_set()
+def _effective(tensor_keys, include, exclude):
+    keys = include
+    for tensor_key_set in tensor_keys:
+        keys = keys | tensor_key_set
+    return keys - exclude
+
+
+def chain_redispatch_from_tensor_keys(table, tensor_keys, include, exclude):
+    """A redispatch starts over from the tensors' own keys: the thread-local sets were applied on the way in."""
+    tensors = DispatchKeySet(DispatchKey.Undefined)
+    for tensor_key_set in tensor_keys:
+        tensors = tensors | tensor_key_set
+    keys, chain = _effective(tensor_keys, include, exclude), []
+    while (key := keys.highestPriorityTypeId()) != DispatchKey.Undefined:
+        kind = table.get(key.name, "fallthrough")
+        if kind == "fallthrough":
+            keys = keys & torch._C._dispatch_keyset_full_after(key)
+            continue
+        chain.append(key.name)
+        if kind == "return":
+            break
+        keys = tensors & torch._C._dispatch_keyset_full_after(key)
+    return chain
+
+
+def _priority(name):
+    return DispatchKeySet(getattr(DispatchKey, name)).raw_repr()
+
+
+def _runtime_keys_by_has(keys):
+    """Every named per-backend or plain runtime key the set ``has``, highest first."""
+    named = [key for key in DispatchKey.__members__.values() if DispatchKeySet(key).raw_repr()]
+    return sorted({key.name for key in named if keys.has(key)}, key=_priority, reverse=True)
+
+
+def _walk(table, names):
+    chain = []
+    for name in names:
+        kind = table.get(name, "fallthrough")
+        if kind != "fallthrough":
+            chain.append(name)
+        if kind == "return":
+            break
+    return chain
+
+
+def chain_every_backend_gets_a_turn(table, tensor_keys, include, exclude):
+    return _walk(table, _runtime_keys_by_has(_effective(tensor_keys, include, exclude)))
+
+
+def _printed_names(keys):
     text = str(keys)
-    return [k.strip() for k in text[text.index("(") + 1:text.rindex(")")].split(",") if k.strip()]
+    return {name.strip() for name in text[text.index("(") + 1:text.rindex(")")].split(",") if name.strip()}
+
+
+def chain_from_printed_names(table, tensor_keys, include, exclude):
+    names = set(_printed_names(include))
+    for tensor_key_set in tensor_keys:
+        names |= _printed_names(tensor_key_set)
+    names -= _printed_names(exclude)
+    return _walk(table, sorted((n for n in names if n in DispatchKey.__members__), key=_priority, reverse=True))
+
+
+def chain_redispatch_follows_the_table(table, tensor_keys, include, exclude):
+    """The first kernel comes from the call's keys; each redispatch goes to the op's next kernel below."""
+    keys = _effective(tensor_keys, include, exclude)
+    while (key := keys.highestPriorityTypeId()) != DispatchKey.Undefined:
+        if table.get(key.name, "fallthrough") != "fallthrough":
+            return _walk(table, sorted((name for name in table if _priority(name) <= _priority(key.name)),
+                                       key=_priority, reverse=True))
+        keys = keys & torch._C._dispatch_keyset_full_after(key)
+    return []
+
+
+def chain_peeled_into_a_list(table, tensor_keys, include, exclude):
+    """The call's keys read out first (highest, then remove it), then walked against the table."""
+    keys = functools.reduce(lambda a, b: a | b, tensor_keys, include) - exclude
+    names = []
+    while keys.highestPriorityTypeId() != DispatchKey.Undefined:
+        names.append(keys.highestPriorityTypeId().name)
+        keys = keys.remove(keys.highestPriorityTypeId())
+    return _walk(table, names)
+
+
+def chain_recursive(table, tensor_keys, include, exclude):
+    """The dispatcher as a recursive function: each redispatch is a call on the keys below."""
+    def run(keys):
+        key = keys.highestPriorityTypeId()
+        if key == DispatchKey.Undefined:
+            return []
+        kind = table.get(key.name)
+        if kind == "return":
+            return [key.name]
+        below = run(keys.remove(key))
+        return below if kind in (None, "fallthrough") else [key.name, *below]
+    union = include
+    for tensor_key_set in tensor_keys:
+        union = union | tensor_key_set
+    return run(union - exclude)
 
 
 # --- 07.probe_path ---------------------------------------------------------------------
@@ -732,10 +833,22 @@ WRONG_ANSWERS = [
      "the dispatcher always passes approximate, so the kernel needs no default for it"),
     ("07.gelu_native", gelu_numpy_float64_constants,
      "a NumPy scalar such as np.sqrt(2 / np.pi) mixes with a float32 array like a Python float and keeps it float32"),
-    ("07.dispatch_keys", keys_ignoring_thread_local_state,
-     "a call's keys are the tensors' own keys: the thread-local include and exclude sets play no part"),
-    ("07.dispatch_keys", keys_in_printed_order,
-     "the printed key set lists the keys highest priority first"),
+    ("07.mini_dispatcher", chain_ignoring_exclude,
+     "the first kernel is at the highest key the tensors carry; the exclude set only matters to modes like inference_mode"),
+    ("07.mini_dispatcher", chain_ignoring_include,
+     "a call's keys come from its tensors; the thread-local include set adds nothing the tensors lack"),
+    ("07.mini_dispatcher", chain_exclude_before_include,
+     "the include set is added last, so a key both included and excluded takes part in the call"),
+    ("07.mini_dispatcher", chain_fallthrough_runs,
+     "a fallthrough is a kernel too: it runs (and shows on the path) before passing the call on"),
+    ("07.mini_dispatcher", chain_redispatch_from_tensor_keys,
+     "a redispatch starts over from the tensors' own keys: the thread-local sets were applied once, on the way in"),
+    ("07.mini_dispatcher", chain_every_backend_gets_a_turn,
+     "every per-backend key whose bits are in the set runs: a chip tensor with a CPU scalar passes AutogradPrivateUse1 and AutogradCPU"),
+    ("07.mini_dispatcher", chain_from_printed_names,
+     "a key set is the names it prints: the exclude set removes exactly the keys its printout names"),
+    ("07.mini_dispatcher", chain_redispatch_follows_the_table,
+     "a redispatch goes to the op's next kernel below, whether or not the call's key set holds that key"),
     ("07.probe_path", probe_logs_after_redispatch,
      "where the kernel logs does not matter: appending after the redispatch returns gives the same path"),
     ("07.probe_path", probe_without_redispatch,
@@ -803,6 +916,10 @@ RIGHT_ANSWERS = [
      "callable kernel objects that call the op again under an ExcludeDispatchKeyGuard of their key"),
     ("07.probe_path", probe_partial_kernels_with_precomputed_masks,
      "functools.partial kernels, each key's mask computed at registration, empty_like + copy_ for the copy"),
+    ("07.mini_dispatcher", chain_peeled_into_a_list,
+     "reads the call's keys out into a list first (highest, then remove), then walks the list against the table"),
+    ("07.mini_dispatcher", chain_recursive,
+     "recursive: each redispatch is a call on the keys below (remove), reduce for the union"),
     ("07.boxed_fallback", fallback_with_pytree_and_named_arguments,
      "pytree.tree_map_only, arguments bound by schema name, resize_ on every write, a list for several returns"),
     ("07.boxed_fallback", fallback_matching_returns_by_identity,
