@@ -906,7 +906,7 @@ EXERCISES.append(Exercise(
           for facet, ratio in (("parity", None), ("time", CAPSTONE_RATIOS[1]), ("time", CAPSTONE_RATIOS[0]))),
     ],
     produce=_capstone_artifact, compare=_compare_capstone,
-    hint="数据流的顺序：AOTAutograd（带 pieces.decompositions，前向和反向各交给你的编译函数）→ 每张 ATen 图里"
-         "chip_islands 圈出的岛合并成子模块（fuse_by_partitions），每个岛用 toychip.stack.compile_island 按 pieces.fusion 编译 → "
-         "运行时装上 pieces.fallback 和 choose_block；port_model 注册的内核让岛外的激活留在芯片上。",
+    hint="按数据流的顺序想每个部件挂在哪里：分解表在 AOTAutograd 追踪时生效；chip_islands 和 pieces.fusion 作用在"
+         "AOTAutograd 交给你的每一张 ATen 图上（前向、反向、优化器步）；回退和 choose_block 要在编译好的图运行时生效；"
+         "port_model 的内核照顾留在岛外的激活。",
 ))

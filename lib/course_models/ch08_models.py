@@ -497,7 +497,7 @@ def train_block(backend=None, *, device: str = "toychip", activation: str = "gel
         torch._dynamo.reset()
         loss_fn, optimizer_step = torch.compile(model, backend=backend), torch.compile(optimizer.step, backend=backend)
     losses = []
-    for step in range(steps):
+    for _ in range(steps):
         fallbacks_before = toychip.coverage().fallback
         with toychip.profile() as p:
             optimizer.zero_grad()
