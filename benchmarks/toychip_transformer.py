@@ -6,23 +6,21 @@ and lazy <= 0.7x the eager simulated time, gradients equal to the CPU's within 1
 relative) is a performance target for the chip's graph modes. Deterministic: the times
 are the simulated clock's (:mod:`toychip.clock`), the same on every machine.
 
-The model is written out here rather than taken from ``course_models``: its
-``EncoderBlock`` wraps ``nn.TransformerEncoderLayer`` (ReLU, post-LN, a fused attention
-kernel), and this benchmark wants softmax, matmuls, LayerNorm and GELU as separate ops.
+The model is chapter 08's capstone block (``course_models.ch08_models.TransformerBlockLM``,
+softmax, matmuls, LayerNorm and GELU as separate ops) at larger sizes; the capstone trains
+it with the learner's own stack.
 """
 from __future__ import annotations
 
 import contextlib
-import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import toychip
+from course_models.ch08_models import block_workload
 from toychip import fallback
 
 OUT = Path(__file__).with_name("toychip_transformer.md")
@@ -33,45 +31,9 @@ GOALS = {"lazy": 0.7, "compiled": 0.75}
 GRAD_TOLERANCE = 1e-5
 
 
-class TransformerBlockLM(nn.Module):
-    """A pre-LN transformer block with a vocabulary head: the loss of one batch.
-
-    ``x + attention(ln1(x))``, then ``x + mlp(ln2(x))`` (GELU), then ``head(ln_f(x))``
-    and cross-entropy against next-token targets. Attention is spelled out (no
-    ``scaled_dot_product_attention``) so its matmuls and softmax are ops of their own.
-    """
-
-    def __init__(self, d_model: int, heads: int, ff: int, vocab: int):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2, self.ln_f = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        self.fc1, self.fc2 = nn.Linear(d_model, ff), nn.Linear(ff, d_model)
-        self.head = nn.Linear(d_model, vocab)
-
-    def attention(self, x):
-        batch, seq, width = x.shape
-        q, k, v = self.qkv(x).split(width, dim=-1)
-        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
-        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
-        return self.proj((weights @ v).transpose(1, 2).reshape(batch, seq, width))
-
-    def forward(self, x, targets):
-        x = x + self.attention(self.ln1(x))
-        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-        logits = self.head(self.ln_f(x))
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
-
-
 def workload(device: str):
     """The seeded model, its AdamW optimiser and one batch, on ``device``."""
-    torch.manual_seed(0)
-    model = TransformerBlockLM(SIZES["d_model"], SIZES["heads"], SIZES["ff"], SIZES["vocab"]).to(device)
-    x = torch.randn(SIZES["batch"], SIZES["seq"], SIZES["d_model"])
-    targets = torch.randint(0, SIZES["vocab"], (SIZES["batch"], SIZES["seq"]))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    return model, optimizer, x.to(device), targets.to(device)
+    return block_workload(device, SIZES)
 
 
 def training_step(mode: str):

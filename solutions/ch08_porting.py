@@ -88,3 +88,36 @@ def port_model() -> None:
                      ("leaky_relu", leaky_relu), ("leaky_relu_backward", leaky_relu_backward),
                      ("hardtanh", hardtanh), ("hardtanh_backward", hardtanh_backward)]:
         toychip.register_kernel(f"aten::{name}", fn)
+
+
+def chip_backend(pieces):
+    """The chip's ``torch.compile`` backend from the stack's pieces: AOTAutograd traces the
+    forward and backward with the decomposition table; in each ATen graph ``chip_islands``
+    marks the islands, each compiled with the fusion policy; the rest runs op by op through
+    the dispatcher (``port_model``'s kernels, else the fallback), on memory ``choose_block``
+    hands out."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+    from toychip import allocator, compiler, stack
+
+    def compile_graph(gm, example_inputs):
+        compiler.expand_foreach(gm)  # the optimiser's _foreach_* ops, one op per tensor
+        nodes = {node.name: node for node in gm.graph.nodes}
+        islands = [dict.fromkeys(nodes[name] for name in island) for island in chip_islands(gm)]
+        fused = fuse_by_partitions(gm, islands, prefix="island_") if islands else gm
+        for node in fused.graph.nodes:
+            if node.op == "call_module" and node.target.startswith("island_"):
+                island = stack.compile_island(getattr(fused, node.target), node.target, pieces.fusion)
+                setattr(fused, node.target, island)
+        fused.recompile()
+
+        def run(*args):
+            with toychip.use_fallback(pieces.fallback), allocator.use_policy(choose_block):
+                return fused(*args)
+        return make_boxed_func(run)
+
+    port_model()
+    return aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=pieces.decompositions,
+                        keep_inference_input_mutations=True)

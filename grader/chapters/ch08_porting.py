@@ -737,7 +737,7 @@ def _ends_case(name: str, act: str, seed: int, mixed: bool = False, description:
 
 
 EXERCISES.append(Exercise(
-    id="08.port_model", title="完整适配案例：把一个卷积网络移植到芯片上 (capstone)",
+    id="08.port_model", title="完整适配案例：把一个卷积网络移植到芯片上 (porting a model)",
     stub=(
         'def port_model() -> None:\n'
         '    """用 toychip.register_kernel 为 hardswish、leaky_relu、hardtanh 及它们的 backward 注册芯片内核。"""'),
@@ -768,4 +768,145 @@ EXERCISES.append(Exercise(
     hint="strict 模式报出的算子：hardswish / hardswish_backward、leaky_relu / leaky_relu_backward"
          "（参数 negative_slope、self_is_result）、hardtanh / hardtanh_backward（min_val、max_val；ReLU6 也走它）。"
          "每个用 toychip.register_kernel('aten::名字', numpy 函数) 注册。",
+))
+
+
+# --- 08.capstone -------------------------------------------------------------------------
+
+# Simulated time of the learner's stack over the course's (the reference assembled from the
+# course's pieces): full credit within the first ratio, the time cases' partial credit up to the second.
+CAPSTONE_RATIOS = (1.1, 1.5)
+GRAD_TOLERANCE = 1e-5
+# Recent training runs by (function, workload): the facets of one workload share one run
+# (a few are kept: grading runs the reference's case beside the learner's).
+_runs: dict = {}
+RUNS_KEPT = 4
+
+
+def _train_with(function, built: dict) -> dict:
+    """Train the block on the chip with the backend ``function`` assembles from the course's
+    pieces (its fallback counted); the run's numbers, or why there are none."""
+    from dataclasses import replace
+
+    from toychip import stack
+
+    calls = {"fallback": 0}
+
+    def counted_fallback(op, *args, **kwargs):
+        calls["fallback"] += 1
+        return toychip.cpu_fallback(op, *args, **kwargs)
+
+    pieces = replace(stack.course_pieces(), fallback=counted_fallback)
+    with toychip.kernel_scope():
+        backend = function(pieces)
+        if not callable(backend):
+            return {"error": f"chip_backend 应返回一个 torch.compile 后端（可调用对象 (gm, example_inputs) -> 可调用对象），"
+                             f"实际返回了 {short(backend)}。"}
+        try:
+            run = models.train_block(backend, activation=built["activation"], sizes=built["sizes"], seed=built["seed"])
+        except torch._dynamo.exc.BackendCompilerFailed as error:
+            inner = getattr(error, "inner_exception", None) or error
+            if isinstance(inner, NotImplementedError):
+                return {"error": f"后端编译时调用了还没有实现的函数（{inner}）：先完成本章前面的练习。"}
+            return {"error": f"你的后端编译图时出错：{type(inner).__name__}: {str(inner)[:300]}"}
+    return {**run, "fallback_piece_calls": calls["fallback"]}
+
+
+def _capstone_artifact(function, built) -> dict:
+    workload = (function, built["activation"], tuple(sorted(built["sizes"].items())), built["seed"])
+    if workload not in _runs:
+        while len(_runs) >= RUNS_KEPT:
+            del _runs[next(iter(_runs))]
+        _runs[workload] = _train_with(function, built)
+    return {**_runs[workload], "facet": built["facet"], "max_ratio": built["max_ratio"]}
+
+
+def _relative_error(expected: list, got: list) -> float:
+    """max over tensors of max|got - expected| / max|expected| (the benchmark's measure)."""
+    return max(float((g - e).abs().max() / e.abs().max().clamp_min(1e-30)) for e, g in zip(expected, got))
+
+
+def _compare_parity(expected, got) -> Verdict:
+    for key, label in (("losses", "每一步的损失"), ("grads", "最后一步的梯度")):
+        if len(got[key]) != len(expected[key]) or any(g.shape != e.shape for e, g in zip(expected[key], got[key])):
+            return Verdict(False, f"{label}的个数或形状与参考不一致。")
+        error = _relative_error(expected[key], got[key])
+        if not error <= GRAD_TOLERANCE:
+            return Verdict(False, f"{label}与参考（它与 CPU 一致）的相对误差超过 {GRAD_TOLERANCE:g}："
+                                  "看看优化器的就地更新（optimizer.step 改写参数和状态）有没有写回，"
+                                  "以及反向图是不是按前向保存的值计算的。",
+                           f"≤ {GRAD_TOLERANCE:g}", f"{error:.2e}")
+    return PASS
+
+
+def _op_name(kernel: str) -> str:
+    return kernel.split(".")[0]
+
+
+def _compare_native(expected, got) -> Verdict:
+    required = {_op_name(op) for op in models.NATIVE_REQUIRED}
+    fell_back = sorted(op for op in got["fallbacks"] if _op_name(op) in required)
+    if fell_back:
+        return Verdict(False, "这些算子在训练步里回退到了 CPU：想一想它们在编译栈的哪一层应该留在芯片上——"
+                              "是在追踪时被分解成芯片有的算子，还是在岛外由芯片内核执行？",
+                       "没有回退", ", ".join(fell_back))
+    if expected["fallback_piece_calls"] and not got["fallback_piece_calls"]:
+        return Verdict(False, "岛外没有芯片内核的算子（比如 split 的反向 cat）回退到了 CPU，却没有经过 pieces.fallback："
+                              "栈给你的回退函数没有装上，用的是芯片默认的回退。",
+                       "经过 pieces.fallback", "没有经过")
+    return PASS
+
+
+def _compare_time(expected, got) -> Verdict:
+    limit = got["max_ratio"] * expected["time_us"]
+    if got["time_us"] > limit:
+        return Verdict(False, f"训练一步的模拟时间超过课程编译栈的 {got['max_ratio']:g} 倍。对照 launches（内核启动次数）"
+                              "和 copies（主机与芯片间的拷贝）想一想：哪一部分图没有编译成芯片岛，"
+                              "或者岛里的算子没有融合？", f"≤ {limit:.1f} us", f"{got['time_us']:.1f} us"
+                              f"（launches {got['launches']}，参考 {expected['launches']}）")
+    return PASS
+
+
+CAPSTONE_FACETS = {"parity": _compare_parity, "native": _compare_native, "time": _compare_time}
+
+
+def _compare_capstone(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    return CAPSTONE_FACETS[got["facet"]](expected, got)
+
+
+WIDE_BLOCK = {"batch": 3, "seq": 6, "d_model": 24, "heads": 4, "ff": 48, "vocab": 40}
+FACET_DESCRIPTIONS = {"parity": "损失与梯度和 CPU 一致", "native": "列出的算子不回退、岛外经过栈的回退",
+                      "time": "模拟时间不超过课程编译栈的 {ratio:g} 倍"}
+
+
+def _capstone_case(activation: str, facet: str, *, sizes: dict = models.BLOCK_SIZES, seed: int = 0,
+                   max_ratio: float | None = None, label: str = "") -> Case:
+    name = f"{label or activation}-{facet}" + (f"-{max_ratio:g}x" if max_ratio else "")
+    built = {"activation": activation, "facet": facet, "sizes": dict(sizes), "seed": seed, "max_ratio": max_ratio}
+    return Case(name, lambda: dict(built),
+                f"MLP 用 {activation} 的块训练两步：{FACET_DESCRIPTIONS[facet].format(ratio=max_ratio)}")
+
+
+EXERCISES.append(Exercise(
+    id="08.capstone", title="毕业项目：用你的编译栈在芯片上训练 Transformer 块 (capstone)",
+    stub=(
+        'def chip_backend(pieces):\n'
+        '    """返回芯片的 torch.compile 后端：用 pieces（分解表、融合策略、回退）和本章的 chip_islands、port_model、choose_block 组装。"""'),
+    points=5,
+    public_cases=lambda: [
+        _capstone_case("gelu", "parity"), _capstone_case("gelu", "native"),
+        _capstone_case("gelu", "time", max_ratio=CAPSTONE_RATIOS[0]),
+        _capstone_case("leaky_relu", "parity"), _capstone_case("leaky_relu", "native"),
+    ],
+    designed_cases=lambda: [
+        _capstone_case("relu6", "parity"), _capstone_case("relu6", "native"),
+        *(_capstone_case("gelu", facet, sizes=WIDE_BLOCK, seed=1, max_ratio=ratio, label="wide-gelu")
+          for facet, ratio in (("parity", None), ("time", CAPSTONE_RATIOS[1]), ("time", CAPSTONE_RATIOS[0]))),
+    ],
+    produce=_capstone_artifact, compare=_compare_capstone,
+    hint="按数据流的顺序想每个部件挂在哪里：分解表在 AOTAutograd 追踪时生效；chip_islands 和 pieces.fusion 作用在"
+         "AOTAutograd 交给你的每一张 ATen 图上（前向、反向、优化器步）；回退和 choose_block 要在编译好的图运行时生效；"
+         "port_model 的内核照顾留在岛外的激活。",
 ))

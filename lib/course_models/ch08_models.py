@@ -424,3 +424,90 @@ def import_torch_in_subprocess(site: Path, autoload: bool = True) -> dict:
         return {"error": f"在子进程里 import torch 失败（退出码 {run.returncode}）：{tail}"}
     loaded, result = lines[-1].removeprefix("RESULT ").split(" ", 1)
     return {"loaded": loaded == "True", "result": result}
+
+
+# --- the capstone's transformer block (08.capstone; benchmarks/toychip_transformer.py) -----
+
+class TransformerBlockLM(nn.Module):
+    """A pre-LN transformer block with a vocabulary head: the loss of one batch.
+
+    ``x + attention(ln1(x))``, then ``x + mlp(ln2(x))``, then ``head(ln_f(x))`` and
+    cross-entropy against next-token targets. Attention is spelled out (no
+    ``scaled_dot_product_attention``) so its matmuls and softmax are ops of their own; the
+    MLP's activation is GELU unless another module is given.
+    """
+
+    def __init__(self, d_model: int, heads: int, ff: int, vocab: int, activation: nn.Module | None = None):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2, self.ln_f = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.fc1, self.fc2 = nn.Linear(d_model, ff), nn.Linear(ff, d_model)
+        self.activation = nn.GELU() if activation is None else activation
+        self.head = nn.Linear(d_model, vocab)
+
+    def attention(self, x):
+        batch, seq, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=-1)
+        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+        return self.proj((weights @ v).transpose(1, 2).reshape(batch, seq, width))
+
+    def forward(self, x, targets):
+        x = x + self.attention(self.ln1(x))
+        x = x + self.fc2(self.activation(self.fc1(self.ln2(x))))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+# The capstone's sizes: the benchmark's protocol, small enough to compile and train in a second.
+BLOCK_SIZES = {"batch": 2, "seq": 8, "d_model": 16, "heads": 2, "ff": 32, "vocab": 32}
+# The MLP's activation: GELU needs the decomposition table, the others chapter 08's kernels.
+BLOCK_ACTIVATIONS = {"gelu": nn.GELU, "leaky_relu": lambda: nn.LeakyReLU(0.1), "relu6": nn.ReLU6,
+                     "hardtanh": lambda: nn.Hardtanh(-0.5, 2.0)}
+# Ops a chip stack must not leave to the CPU fallback in the block's training step.
+NATIVE_REQUIRED = ("gelu.default", "gelu_backward.default", "leaky_relu.default", "leaky_relu_backward.default",
+                   "hardtanh.default", "hardtanh_backward.default")
+
+
+def block_workload(device: str, sizes: dict = BLOCK_SIZES, activation: str = "gelu", seed: int = 0):
+    """The seeded block, its AdamW optimiser (lr 1e-3, weight decay 0.01) and one batch, on ``device``."""
+    torch.manual_seed(seed)
+    model = TransformerBlockLM(sizes["d_model"], sizes["heads"], sizes["ff"], sizes["vocab"],
+                               BLOCK_ACTIVATIONS[activation]()).to(device)
+    x = torch.randn(sizes["batch"], sizes["seq"], sizes["d_model"])
+    targets = torch.randint(0, sizes["vocab"], (sizes["batch"], sizes["seq"]))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    return model, optimizer, x.to(device), targets.to(device)
+
+
+def train_block(backend=None, *, device: str = "toychip", activation: str = "gelu", steps: int = 2,
+                sizes: dict = BLOCK_SIZES, seed: int = 0) -> dict:
+    """``steps`` AdamW training steps of the block; the last one profiled.
+
+    ``backend``: a ``torch.compile`` backend for the model with its loss and for
+    ``optimizer.step`` (the benchmark's two compiled regions), or ``None`` for eager.
+    Returns every step's loss, the last step's gradients, the parameters after it, and the
+    last step's simulated time, launches, copies, peak device memory and CPU fallbacks.
+    """
+    model, optimizer, x, targets = block_workload(device, sizes, activation, seed)
+    loss_fn, optimizer_step = model, optimizer.step
+    if backend is not None:
+        torch._dynamo.reset()
+        loss_fn, optimizer_step = torch.compile(model, backend=backend), torch.compile(optimizer.step, backend=backend)
+    losses = []
+    for _ in range(steps):
+        fallbacks_before = toychip.coverage().fallback
+        with toychip.profile() as p:
+            optimizer.zero_grad()
+            loss = loss_fn(x, targets)
+            loss.backward()
+            optimizer_step()
+        losses.append(loss.detach().cpu())
+    fallbacks = {op: n - fallbacks_before.get(op, 0) for op, n in toychip.coverage().fallback.items()
+                 if n > fallbacks_before.get(op, 0)}
+    grads = [q.grad.detach().cpu() for q in model.parameters()]
+    return {"losses": losses, "grads": grads, "params": [q.detach().cpu() for q in model.parameters()],
+            "time_us": round(p.time_us, 6), "launches": p.launches, "copies": p.copies,
+            "peak_bytes": p.peak_bytes, "fallbacks": fallbacks}

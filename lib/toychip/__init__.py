@@ -29,6 +29,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
     dynamo_interface  the chip's torch._dynamo DeviceInterface (registered with the compiler)
     compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
+    stack     the same backend as replaceable pieces (chapter 08's capstone): Pieces, compile_island
     views     GraphView data for the course's visualisers
     opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
 

@@ -541,3 +541,47 @@ def test_importing_op_db_imports_expecttest():
     internal = TORCH_ROOT / "testing" / "_internal"
     assert re.search(r"^import expecttest$", (internal / "common_utils.py").read_text(), re.M)
     assert "from torch.testing._internal.common_utils import" in (internal / "common_methods_invocations.py").read_text()
+
+
+# Section 9: the capstone's stack
+
+@backs("notebooks/08_porting.ipynb", "`leaky_relu` 和 `hardtanh` 的前向不在表里（它们是 core ATen 算子")
+def test_chip_table_decomposes_gelu_but_not_leaky_relu_or_hardtanh_forward():
+    from torch._decomp import core_aten_decompositions
+
+    from toychip.compiler import chip_decompositions
+
+    aten, table = torch.ops.aten, chip_decompositions()
+    assert {aten.gelu.default, aten.gelu_backward.default, aten.leaky_relu_backward.default,
+            aten.hardtanh_backward.default} <= table.keys()
+    assert not {aten.leaky_relu.default, aten.hardtanh.default} & table.keys()
+    assert torch.Tag.core in aten.leaky_relu.default.tags and torch.Tag.core in aten.hardtanh.default.tags
+    assert aten.leaky_relu.default not in core_aten_decompositions()
+
+
+@backs("notebooks/08_porting.ipynb", "没有梯度的图，比如优化器步，默认也交给 `fw_compiler`")
+def test_aot_autograd_compiles_inference_graphs_with_the_forward_compiler():
+    from torch._dynamo.backends.common import aot_autograd
+
+    seen = []
+
+    def fw_compiler(gm, example_inputs):
+        seen.append("forward")
+        return gm.forward
+    torch._dynamo.reset()
+    torch.compile(lambda t: t.mul_(2), backend=aot_autograd(fw_compiler=fw_compiler))(torch.ones(3))
+    assert seen == ["forward"]
+
+
+@backs("notebooks/08_porting.ipynb", "它的梯度在数学上是 0，算出来只是极小的浮点噪声")
+def test_key_bias_gradient_is_noise_that_adamw_amplifies():
+    model, _, x, targets = models.block_workload("cpu")
+    model(x, targets).backward()
+    width = model.qkv.bias.shape[0] // 3
+    grad = model.qkv.bias.grad
+    assert grad[width:2 * width].abs().max() < 1e-6 * grad[2 * width:].abs().max()
+    cpu, chip = models.train_block(device="cpu"), models.train_block()
+    names = [name for name, _ in model.named_parameters()]
+    differing = [name for name, a, b in zip(names, chip["params"], cpu["params"])
+                 if (a - b).abs().max() > 1e-5 * b.abs().max()]
+    assert differing == ["qkv.bias"]

@@ -15,6 +15,8 @@ import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 import toychip
+from mutants import mutant
+from solutions.ch08_porting import chip_backend
 from toychip.compiler import ChipSupport
 
 
@@ -787,4 +789,97 @@ RIGHT_ANSWERS = [
     ("08.port_model", port_with_mask_arithmetic, "boolean masks multiplied in, OpOverload objects, dtype kept with astype"),
     ("08.port_model", port_with_default_suffixed_names,
      "names with '.default', np.select / np.piecewise / np.maximum+np.minimum formulations"),
+]
+
+
+# --- 08.capstone --------------------------------------------------------------------------
+# The reference stack with one mistake: chip_islands, port_model and choose_block are the
+# references' (a learner's notebook has its own).
+
+capstone_without_decompositions = mutant(chip_backend, "capstone_without_decompositions",
+                                         (" decompositions=pieces.decompositions,", ""))
+capstone_forward_graph_only = mutant(
+    chip_backend, "capstone_forward_graph_only",
+    ("        compiler.expand_foreach(gm)  # the optimiser's _foreach_* ops, one op per tensor\n", ""),
+    ("        return make_boxed_func(run)", "        return run"),
+    ("    return aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, decompositions=pieces.decompositions,\n"
+     "                        keep_inference_input_mutations=True)", "    return compile_graph"))
+capstone_islands_not_compiled = mutant(
+    chip_backend, "capstone_islands_not_compiled",
+    ("""        for node in fused.graph.nodes:
+            if node.op == "call_module" and node.target.startswith("island_"):
+                island = stack.compile_island(getattr(fused, node.target), node.target, pieces.fusion)
+                setattr(fused, node.target, island)
+""", ""))
+capstone_without_kernels = mutant(chip_backend, "capstone_without_kernels", ("    port_model()\n", ""))
+capstone_fallback_not_installed = mutant(
+    chip_backend, "capstone_fallback_not_installed",
+    ("with toychip.use_fallback(pieces.fallback), allocator.use_policy(choose_block):",
+     "with allocator.use_policy(choose_block):"))
+capstone_input_mutations_outside = mutant(chip_backend, "capstone_input_mutations_outside",
+                                          (",\n                        keep_inference_input_mutations=True)", ")"))
+
+
+def capstone_as_a_class(pieces):
+    """The backend as an object; islands in graph order; runtime pieces through an ExitStack;
+    chapter 08's pieces written differently (catalogued right answers)."""
+    import contextlib
+
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+    from toychip import allocator, compiler, stack
+
+    class ChipBackend:
+        def __init__(self):
+            port_with_mask_arithmetic()
+            self.aot = aot_autograd(fw_compiler=self.compile, bw_compiler=self.compile,
+                                    decompositions=pieces.decompositions, keep_inference_input_mutations=True)
+
+        def __call__(self, gm, example_inputs):
+            return self.aot(gm, example_inputs)
+
+        def compile(self, gm, example_inputs):
+            compiler.expand_foreach(gm)
+            names = [set(island) for island in merge_into_users_in_reverse(gm)]
+            partitions = [{n: None for n in gm.graph.nodes if n.name in island} for island in names if island]
+            if partitions:
+                gm = fuse_by_partitions(gm, partitions, prefix="island_")
+            for name, child in list(gm.named_children()):
+                if name.startswith("island_"):
+                    setattr(gm, name, stack.compile_island(child, name, pieces.fusion))
+            gm.recompile()
+            return make_boxed_func(self.runner(gm))
+
+        @staticmethod
+        def runner(module):
+            def run(*args):
+                with contextlib.ExitStack() as scope:
+                    scope.enter_context(allocator.use_policy(best_fit_by_bisect))
+                    scope.enter_context(toychip.use_fallback(pieces.fallback))
+                    return module(*args)
+            return run
+
+    return ChipBackend()
+
+
+WRONG_ANSWERS += [
+    ("08.capstone", capstone_without_decompositions,
+     "AOTAutograd's graphs are already ATen, so the decomposition table is optional (gelu stays an op the chip lacks)"),
+    ("08.capstone", capstone_forward_graph_only,
+     "Dynamo's graph can be partitioned as it is; autograd takes care of the backward (no AOTAutograd)"),
+    ("08.capstone", capstone_islands_not_compiled,
+     "partitioning is the compilation: an island submodule runs well as it is, op by op"),
+    ("08.capstone", capstone_without_kernels,
+     "a compiled graph needs no eager kernels: every op ends up in an island"),
+    ("08.capstone", capstone_fallback_not_installed,
+     "the dispatcher already has a boxed fallback, so the stack's own need not be installed"),
+    ("08.capstone", capstone_input_mutations_outside,
+     "the optimiser's in-place updates can be left to AOTAutograd's epilogue, outside the compiled graph"),
+]
+
+RIGHT_ANSWERS += [
+    ("08.capstone", capstone_as_a_class,
+     "a backend object, islands in graph order, an ExitStack, chapter 08's pieces written differently"),
 ]
