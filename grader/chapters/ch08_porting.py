@@ -1,7 +1,7 @@
 """Chapter 08 (porting PyTorch to a chip) exercises: one per layer of a port, graded on what
 the toy chip does with the learner's artifact -- memory an allocator policy reserves,
 what a backend YAML registers in the dispatcher, launches and simulated time of a
-partitioned graph, a per-op report of a profile, what ``import torch`` loads through an
+partitioned graph, the simulated time a porting plan leaves, what ``import torch`` loads through an
 entry point, and a ported model's training step -- never on printed text.
 
 Every number comes from the deterministic simulated clock or the allocator's bookkeeping;

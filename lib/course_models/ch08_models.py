@@ -1,6 +1,6 @@
 """Chapter 08's programs and models (porting PyTorch to the toy chip), shared by the
-notebook and its exercises: allocation traces, graphs to partition, profiled models and
-the capstone's conv net. Everything runs on the deterministic simulated clock."""
+notebook and its exercises: allocation traces, graphs to partition, steps to plan a port for
+and the capstone's conv net. Everything runs on the deterministic simulated clock."""
 from __future__ import annotations
 
 import dataclasses
@@ -285,8 +285,8 @@ def _tril(a, diagonal=0):
 
 
 # The vendor team's kernels for ops the chip still runs through the CPU fallback, by op name.
-PORTING_LIBRARY = {"flip": _flip, "roll": _roll,
-                   "cumsum": _cumsum, "tril": _tril, "atan2": np.arctan2, "sign": np.sign, "expm1": np.expm1}
+PORTING_LIBRARY = {"flip": _flip, "roll": _roll, "cumsum": _cumsum, "tril": _tril, "atan2": np.arctan2,
+                   "sign": np.sign, "expm1": np.expm1}
 
 # What one call of each op of a step does to its input (a chip tensor).
 STEP_OPS = {
