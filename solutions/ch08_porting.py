@@ -2,14 +2,13 @@
 
 Each function body is injected into the instructor's copy of ``notebooks/08_porting.ipynb``,
 so a body may use only what the notebook imports: ``math``, ``numpy as np``, ``torch``,
-``F``, ``nn``, ``fx``, ``CapabilityBasedPartitioner``, ``toychip`` and ``ChipSupport``.
+``F``, ``nn``, ``fx``, ``toychip`` and ``ChipSupport`` (a body needing more imports it itself).
 """
 import math
 
 import numpy as np
 import torch
 import torch.fx as fx
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 import toychip
 from toychip.compiler import ChipSupport
@@ -37,23 +36,25 @@ def backend_yaml(ops: list) -> str:
 
 def chip_islands(gm: fx.GraphModule) -> list:
     """Chip islands as PyTorch's capability-based partitioner proposes them: maximal groups
-    of chip-supported nodes that form no cycle through a node left on the CPU."""
+    of chip-supported nodes that form no cycle through a node left on the CPU (the notebook
+    does not import the partitioner: the learner derives its rule)."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+
     partitioner = CapabilityBasedPartitioner(gm, ChipSupport(), allows_single_node_partition=True)
     return [[node.name for node in partition.nodes] for partition in partitioner.propose_partitions()]
 
 
-def op_report(profile) -> list:
-    """Per-op rows of a ``toychip.profile()``: overloads merged, sorted by simulated time."""
-    rows = {}
-    for name, stat in profile.kernels.items():
-        op = name.split(".")[0]
-        row = rows.setdefault(op, {"op": op, "calls": 0, "time_us": 0.0, "share": 0.0})
-        row["calls"] += stat.calls
-        row["time_us"] += stat.time_us
-    for row in rows.values():
-        row["share"] = round(row["time_us"] / profile.time_us, 4) if profile.time_us else 0.0
-        row["time_us"] = round(row["time_us"], 3)
-    return sorted(rows.values(), key=lambda r: (-r["time_us"], r["op"]))
+def porting_plan(profile: dict, k: int) -> list:
+    """The k fallback ops whose kernels save the most simulated time. A kernel removes its
+    fallback's copies and adds one launch per call plus the memory traffic of its tensors
+    (about the bytes the copies moved); an op whose kernel costs more than it saves is left out."""
+    spec = profile["spec"]
+
+    def saving(row):
+        return row["time_us"] - row["calls"] * spec["launch_us"] - row["bytes"] / spec["mem_bytes_per_us"]
+
+    worth_a_kernel = [row for row in profile["ops"] if row["where"] == "cpu" and saving(row) > 0]
+    return [row["op"] for row in sorted(worth_a_kernel, key=saving, reverse=True)[:k]]
 
 
 def autoload_package(name: str) -> dict:

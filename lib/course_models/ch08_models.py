@@ -1,8 +1,9 @@
 """Chapter 08's programs and models (porting PyTorch to the toy chip), shared by the
-notebook and its exercises: allocation traces, graphs to partition, profiled models and
-the capstone's conv net. Everything runs on the deterministic simulated clock."""
+notebook and its exercises: allocation traces, graphs to partition, steps to plan a port for
+and the capstone's conv net. Everything runs on the deterministic simulated clock."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import os
@@ -15,6 +16,7 @@ import tomllib
 import traceback
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.fx as fx
 import torch.nn as nn
@@ -264,36 +266,95 @@ def run_partitioned(gm: fx.GraphModule, islands, inputs) -> dict:
 
 
 
-# --- profiled models (08.op_report) --------------------------------------------------------
+# --- a porting plan: which kernels to write first (08.porting_plan) -------------------------
 
-def model_mlp_gelu(n: int, d: int) -> toychip.Profile:
-    model = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)).to("toychip")
-    x, y = torch.randn(n, d).to("toychip"), torch.randn(n, d).to("toychip")
-    with toychip.profile() as p:
-        loss = F.mse_loss(model(x) + 1, y) + x.sum() * 0
-        loss.backward()
-    return p
+def _flip(a, dims):
+    return np.ascontiguousarray(np.flip(a, tuple(dims)))
 
 
-def model_attention(n: int, d: int) -> toychip.Profile:
-    q, k, v = (torch.randn(n, d).to("toychip") for _ in range(3))
-    with toychip.profile() as p:
-        scores = torch.softmax(q @ k.t() / d ** 0.5, dim=-1)
-        out = scores @ v + 1
-        torch.cumsum(out, 0).sum(dim=0).sum()
-    return p
+def _cumsum(a, dim, *, dtype=None):
+    return np.cumsum(a, axis=dim).astype(a.dtype)
 
 
-def model_norm(n: int, d: int) -> toychip.Profile:
-    norm = nn.LayerNorm(d).to("toychip")
-    x = torch.randn(n, d).to("toychip").requires_grad_()
-    with toychip.profile() as p:
-        y = torch.tanh(norm(x)) * 2 + x
-        torch.flip(y, [0]).sum().backward()
-    return p
+def _roll(a, shifts, dims=()):
+    return np.roll(a, tuple(shifts), tuple(dims) if len(dims) else None)
 
 
-OP_MODELS = {"mlp_gelu": model_mlp_gelu, "attention": model_attention, "norm": model_norm}
+def _tril(a, diagonal=0):
+    return np.tril(a, diagonal)
+
+
+# The vendor team's kernels for ops the chip still runs through the CPU fallback, by op name.
+PORTING_LIBRARY = {"flip": _flip, "roll": _roll, "cumsum": _cumsum, "tril": _tril, "atan2": np.arctan2,
+                   "sign": np.sign, "expm1": np.expm1}
+
+# What one call of each op of a step does to its input (a chip tensor).
+STEP_OPS = {
+    "tanh": torch.tanh,                                                           # a chip kernel
+    "flip": lambda t: torch.flip(t, [0]), "roll": lambda t: torch.roll(t, 1, 1),   # CPU fallback
+    "cumsum": lambda t: torch.cumsum(t, 1), "tril": lambda t: t.tril(), "atan2": lambda t: torch.atan2(t, t + 1),
+    "sign": torch.sign, "expm1": torch.expm1,
+}
+
+
+def plan_op(name: str) -> str:
+    """The op a plan's entry names: ``"aten::cumsum.out"``, ``"cumsum.out"`` and ``"cumsum"`` are one op."""
+    return name.removeprefix("aten::").split(".")[0]
+
+
+def _stage_inputs(stages) -> list:
+    """Each stage's chip tensor, the same on every call (it is the step's data)."""
+    return [torch.randn(shape, generator=torch.Generator().manual_seed(i)).to("toychip")
+            for i, (_, _, shape) in enumerate(stages)]
+
+
+def _run_stages(stages, inputs) -> None:
+    """One step: each stage ``(op, calls, shape)`` calls its op of :data:`STEP_OPS` ``calls``
+    times on its own chip tensor."""
+    for (op, calls, _), t in zip(stages, inputs):
+        for _ in range(calls):
+            STEP_OPS[op](t)
+
+
+def porting_profile(stages, spec: toychip.ChipSpec = toychip.DEFAULT_SPEC) -> dict:
+    """The step's profile as a porting engineer reads it: the chip's data sheet, the step's
+    simulated time, and a row per op -- where it ran, its calls, its simulated time, the
+    copies it caused and the bytes it moved (a kernel's memory traffic, a fallback's copies).
+
+    A fallback's copies are told apart from the rest by a profile opened around each one."""
+    inputs = _stage_inputs(stages)
+    fallbacks: dict[str, dict] = {}
+
+    def measured_fallback(op, *args, **kwargs):
+        with toychip.profile() as own:
+            result = toychip.cpu_fallback(op, *args, **kwargs)
+        row = fallbacks.setdefault(str(op).removeprefix("aten."), {"calls": 0, "time_us": 0.0, "copies": 0, "bytes": 0})
+        row["calls"] += 1
+        row["time_us"] += own.time_us
+        row["copies"] += own.copies
+        row["bytes"] += own.copy_bytes
+        return result
+
+    with toychip.use_fallback(measured_fallback), toychip.profile(spec) as step:
+        _run_stages(stages, inputs)
+    rows = [{"op": name, "where": "chip", "calls": stat.calls, "time_us": round(stat.time_us, 6), "copies": 0,
+             "bytes": stat.bytes} for name, stat in step.kernels.items() if not name.startswith("copy:")]
+    rows += [{"op": name, "where": "cpu", **row, "time_us": round(row["time_us"], 6)} for name, row in fallbacks.items()]
+    return {"spec": dataclasses.asdict(spec), "time_us": round(step.time_us, 6),
+            "ops": sorted(rows, key=lambda r: (-r["time_us"], r["op"]))}
+
+
+def step_time_with(stages, plan, spec: toychip.ChipSpec = toychip.DEFAULT_SPEC) -> dict:
+    """The step's simulated time once the ops ``plan`` names have chip kernels from
+    :data:`PORTING_LIBRARY` (an op without a kernel there stays as it was)."""
+    inputs = _stage_inputs(stages)
+    with toychip.kernel_scope():
+        for op in dict.fromkeys(map(plan_op, plan)):
+            if op in PORTING_LIBRARY:
+                toychip.register_kernel(f"aten::{op}", PORTING_LIBRARY[op])
+        with toychip.profile(spec) as p:
+            _run_stages(stages, inputs)
+    return {"time_us": round(p.time_us, 6), "launches": p.launches, "copies": p.copies}
 
 
 

@@ -392,6 +392,48 @@ def test_inductor_device_registration_apis():
         "device", "device_scheduling", "device_wrapper_codegen"]
 
 
+# Section 5.1: what a fallback costs, for the porting plan
+
+def fallback_of(call) -> tuple[dict, toychip.Profile]:
+    """The ops ``call`` sent to the CPU fallback on a chip tensor, and its profile."""
+    x = torch.randn(16, 32).to("toychip")
+    toychip.reset_coverage()
+    with toychip.profile() as p:
+        call(x)
+    return dict(toychip.coverage().fallback), p
+
+
+@backs("notebooks/08_porting.ipynb", "主机上的计算不计时")
+def test_a_fallback_is_charged_its_copies_only():
+    fallbacks, p = fallback_of(lambda x: torch.flip(x, [0]))
+    assert fallbacks == {"flip.default": 1}
+    assert p.launches == 0 and p.copies == 2
+    assert p.time_us == pytest.approx(sum(s.time_us for name, s in p.kernels.items() if name.startswith("copy:")))
+
+
+@backs("notebooks/08_porting.ipynb", "`cumsum` 和 `atan2` 走的是 `.out` 变体")
+def test_structured_cumsum_and_atan2_fall_back_through_out_copying_the_out_buffer_too():
+    text = ATEN_YAML.read_text()
+    for op in ("cumsum", "atan2"):
+        entry = re.search(rf"^- func: {op}\(.*?(?=^- func:)", text, re.S | re.M).group(0)
+        assert f"structured_delegate: {op}.out" in entry
+    assert fallback_of(lambda x: torch.cumsum(x, 1))[0] == {"cumsum.out": 1}
+    assert fallback_of(lambda x: torch.cumsum(x, 1))[1].copies == 3      # input, out buffer, result back
+    assert fallback_of(lambda x: torch.atan2(x, x))[0] == {"atan2.out": 1}
+    assert fallback_of(lambda x: torch.atan2(x, x))[1].copies == 4
+
+
+@backs("notebooks/08_porting.ipynb", "profile 可以嵌套，每一笔计费都记到所有打开的 profile 上")
+def test_nested_profiles_each_receive_every_charge():
+    x = torch.randn(8).to("toychip")
+    with toychip.profile() as outer:
+        torch.relu(x)
+        with toychip.profile() as inner:
+            torch.flip(x, [0])
+    assert (inner.launches, inner.copies) == (0, 2)
+    assert (outer.launches, outer.copies) == (1, 2)
+
+
 # Section 5.2: what the compiled step decomposes, section 7's kernel arguments
 
 def core_aten_calls(fn, *args, keep=()) -> list[str]:
@@ -495,7 +537,14 @@ def test_init_process_group_without_a_backend_uses_the_accelerators_registered_b
     assert torch._C._get_accelerator().type == "toychip"
 
 
-@backs("notebooks/08_porting.ipynb", "入口点组 **`torch.backends`**")
+@backs("notebooks/08_porting.ipynb", "importlib.metadata.entry_points(group=...)")
+def test_entry_points_are_found_by_group_with_importlib_metadata():
+    import importlib.metadata
+
+    assert all(ep.group == "console_scripts" for ep in importlib.metadata.entry_points(group="console_scripts"))
+
+
+@backs("notebooks/08_porting.ipynb", "找出某个**入口点组**（entry-point group）里声明的所有入口点，加载并调用它们")
 def test_import_device_backends_loads_and_calls_the_torch_backends_entry_points():
     source = source_of(torch._import_device_backends)
     assert 'group_name = "torch.backends"' in source

@@ -5,6 +5,8 @@ Self-contained (no import of the references): tests paste this module into noteb
 that are graded in the sandbox, where the solutions are hidden.
 """
 import bisect
+import heapq
+import itertools
 import json
 import operator
 import re
@@ -320,29 +322,75 @@ def partitioner_default_options(gm):
     return [{node.name for node in partition.nodes} for partition in partitions]
 
 
-# --- 08.op_report (replaced by a later issue) ---------------------------------------------
+# --- 08.porting_plan ---------------------------------------------------------------------
 
-def _report(profile, key, share_of):
-    rows = {}
-    for name, stat in profile.kernels.items():
-        op = key(name)
-        row = rows.setdefault(op, {"op": op, "calls": 0, "time_us": 0.0, "share": 0.0})
-        row["calls"] += stat.calls
-        row["time_us"] += stat.time_us
-    total = share_of(profile)
-    for row in rows.values():
-        row["share"] = round(row["time_us"] / total, 4)
-        row["time_us"] = round(row["time_us"], 3)
-    return sorted(rows.values(), key=lambda r: (-r["time_us"], r["op"]))
+def _fallbacks(profile):
+    return [row for row in profile["ops"] if row["where"] == "cpu"]
 
 
-def report_keeps_overloads(profile):
-    return _report(profile, lambda name: name, lambda p: p.time_us)
+def _saving(row, launch_us, mem_bytes_per_us):
+    """A fallback's copies go; a launch per call and the kernel's memory traffic come."""
+    return row["time_us"] - row["calls"] * launch_us - row["bytes"] / mem_bytes_per_us
 
 
-def report_share_of_kernels_only(profile):
-    return _report(profile, lambda name: name.split(".")[0],
-                   lambda p: sum(s.time_us for n, s in p.kernels.items() if not n.startswith("copy:")))
+def _top(rows, key, k):
+    return [row["op"] for row in sorted(rows, key=key, reverse=True)[:k]]
+
+
+def plan_most_calls(profile, k):
+    return _top(_fallbacks(profile), lambda row: row["calls"], k)
+
+
+def plan_top_of_the_table(profile, k):
+    return _top(profile["ops"], lambda row: row["time_us"], k)
+
+
+def plan_most_fallback_time(profile, k):
+    return _top(_fallbacks(profile), lambda row: row["time_us"], k)
+
+
+def plan_most_copies(profile, k):
+    return _top(_fallbacks(profile), lambda row: row["copies"], k)
+
+
+def plan_fills_the_budget(profile, k):
+    spec = profile["spec"]
+    return _top(_fallbacks(profile), lambda row: _saving(row, spec["launch_us"], spec["mem_bytes_per_us"]), k)
+
+
+def plan_default_data_sheet(profile, k):
+    rows = [row for row in _fallbacks(profile) if _saving(row, 5.0, 200e3) > 0]
+    return _top(rows, lambda row: _saving(row, 5.0, 200e3), k)
+
+
+def plan_best_saving_per_call(profile, k):
+    spec = profile["spec"]
+    per_call = {row["op"]: _saving(row, spec["launch_us"], spec["mem_bytes_per_us"]) / row["calls"]
+                for row in _fallbacks(profile)}
+    return [op for op in sorted(per_call, key=per_call.get, reverse=True) if per_call[op] > 0][:k]
+
+
+def plan_kernel_traffic_free(profile, k):
+    launch_us = profile["spec"]["launch_us"]
+    rows = [row for row in _fallbacks(profile) if _saving(row, launch_us, float("inf")) > 0]
+    return _top(rows, lambda row: _saving(row, launch_us, float("inf")), k)
+
+
+def plan_with_heapq(profile, k):
+    spec = profile["spec"]
+    savings = {}
+    for row in profile["ops"]:
+        if row["where"] == "cpu":
+            kernel_us = row["calls"] * spec["launch_us"] + row["bytes"] / spec["mem_bytes_per_us"]
+            savings[row["op"].split(".")[0]] = row["time_us"] - kernel_us
+    return [op for op in heapq.nlargest(k, savings, key=savings.get) if savings[op] > 0]
+
+
+def plan_exhaustive_over_subsets(profile, k):
+    spec = profile["spec"]
+    savings = {row["op"]: _saving(row, spec["launch_us"], spec["mem_bytes_per_us"]) for row in _fallbacks(profile)}
+    subsets = (plan for size in range(min(k, len(savings)) + 1) for plan in itertools.combinations(savings, size))
+    return list(max(subsets, key=lambda plan: sum(savings[op] for op in plan)))
 
 
 # --- 08.autoload_package ------------------------------------------------------------------
@@ -704,10 +752,22 @@ WRONG_ANSWERS = [
      "a getitem nobody uses is dead code and may be left out of its producer's island"),
     ("08.compile_partitioning", islands_of_nodes_not_names,
      "an island is a list of the fx.Node objects themselves"),
-    ("08.op_report", report_keeps_overloads,
-     "overloads are separate rows: add.Tensor and add.Scalar are not merged"),
-    ("08.op_report", report_share_of_kernels_only,
-     "the share is of the kernels' time only, leaving the host<->device copies out of the total"),
+    ("08.porting_plan", plan_most_calls,
+     "the ops that fall back most often come first, as the coverage report counts them"),
+    ("08.porting_plan", plan_top_of_the_table,
+     "the most expensive rows of the profile come first, whether they run on the chip or not"),
+    ("08.porting_plan", plan_most_fallback_time,
+     "a kernel saves all the time its fallback costs: the launches it adds are free"),
+    ("08.porting_plan", plan_most_copies,
+     "every copy costs the same, so the op causing the most copies comes first, whatever their size"),
+    ("08.porting_plan", plan_fills_the_budget,
+     "every kernel the team writes makes the step faster, so all k kernels are spent"),
+    ("08.porting_plan", plan_default_data_sheet,
+     "launches and bandwidth are toychip's defaults (5 us, 200 GB/s) on every chip, whatever the profile's spec says"),
+    ("08.porting_plan", plan_best_saving_per_call,
+     "the op that saves the most per call comes first, however often it is called"),
+    ("08.porting_plan", plan_kernel_traffic_free,
+     "a kernel costs its launches only: its memory traffic is free next to the copies it removes"),
     ("08.autoload_package", autoload_wrong_group,
      "import torch loads the torch.compile backends' group (torch_dynamo_backends)"),
     ("08.autoload_package", autoload_unquoted_group,
@@ -758,6 +818,11 @@ WRONG_ANSWERS = [
      "leaky_relu's gradient at 0 is 1, as x >= 0 counts as the positive side"),
 ]
 
+HIDDEN_ONLY = {
+    plan_kernel_traffic_free: "a kernel's memory traffic matters only where the host link is nearly as fast as device "
+                              "memory and an op's saving is within it of zero: a designed chip with a fast link",
+}
+
 RIGHT_ANSWERS = [
     ("08.allocator_policy", best_fit_latest_on_ties, "best-fit with ties going to the later block, via min(key=)"),
     ("08.allocator_policy", best_fit_by_bisect, "best-fit by bisecting the blocks sorted by size"),
@@ -774,6 +839,10 @@ RIGHT_ANSWERS = [
      "CapabilityBasedPartitioner with its default allows_single_node_partition=False, islands as sets"),
     ("08.compile_partitioning", islands_by_cpu_crossings_from_outputs,
      "no merging: chip nodes grouped by the number of CPU crossings on their paths to the outputs"),
+    ("08.porting_plan", plan_with_heapq,
+     "heapq.nlargest over a dict of savings, op names without their overloads"),
+    ("08.porting_plan", plan_exhaustive_over_subsets,
+     "every subset of at most k fallback ops tried (itertools.combinations), the largest estimated saving kept"),
     ("08.autoload_package", autoload_dotted_keys,
      "dotted keys inside [project], a hyphenated project name, importlib.import_module, another key"),
     ("08.autoload_package", autoload_imports_at_module_level,
