@@ -8,7 +8,8 @@
   and the transposed weights.
 * :func:`chip_step` compiles one program for the toy chip with a chosen AOTAutograd
   partitioner and runs forward + backward under the simulated clock: loss, gradients,
-  simulated time, launches, device memory held between forward and backward, and peak.
+  simulated time, launches, device memory held between forward and backward, and peak;
+  on the default chip or on :func:`compute_bound_chip`, where matmuls are dear.
   :func:`eager_chip_step` runs the same step in eager mode, for comparison.
 * :func:`capture_graphs` records the joint, forward and backward graphs AOTAutograd
   makes for a function (for the views and the demonstrations).
@@ -158,14 +159,17 @@ def saved_names(backward: torch.fx.GraphModule) -> list[str]:
 
 # --------------------------------------------------------------------- the toy chip
 
-def chip_step(fn, inputs, partition_fn=None) -> dict:
+def chip_step(fn, inputs, partition_fn=None, spec=None) -> dict:
     """Compile ``fn`` for the toy chip with ``partition_fn`` and run forward + backward once.
 
-    Returns plain data: ``loss`` and ``grads`` (CPU tensors), ``time_us`` and
-    ``launches`` (simulated clock), ``held_bytes`` (device memory allocated by the
+    Returns plain data: ``loss`` and ``grads`` (CPU tensors), ``time_us``, ``launches``
+    and ``kernel_calls`` (simulated clock; launches per kernel, fused ones named
+    ``"fused: mul -> exp"``), ``held_bytes`` (device memory allocated by the
     forward and still held when it returns: the saved activations plus the loss) and
     ``peak_bytes`` (most device memory held at once during the step). Parameters and
-    inputs are on the chip before the profile opens, so they are not counted.
+    inputs are on the chip before the profile opens, so they are not counted. With
+    ``spec`` (a ``toychip.ChipSpec``, say :func:`compute_bound_chip`), the step is
+    charged as on that chip.
     """
     from toychip.compiler import make_backend
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -174,7 +178,7 @@ def chip_step(fn, inputs, partition_fn=None) -> dict:
     graph = make_fx(lambda *args: (fn(*args),))(*chip_inputs)
     args = _leaves(chip_inputs)
     compiled = make_backend(partition_fn)(graph, args)
-    return _profiled_step(lambda: compiled(*args)[0], args)
+    return _profiled_step(lambda: compiled(*args)[0], args, spec)
 
 
 def eager_chip_step(fn, inputs) -> dict:
@@ -189,17 +193,27 @@ def _leaves(tensors) -> list[torch.Tensor]:
     return [t.detach().clone().requires_grad_() for t in tensors]
 
 
-def _profiled_step(forward, args) -> dict:
+def _profiled_step(forward, args, spec=None) -> dict:
     """Run ``forward().backward()`` under a profile; ``args`` are the leaves it reads."""
     import toychip
 
-    with toychip.profile() as profile:
+    with toychip.profile(spec) as profile:
         loss = forward()
         held = profile.live_bytes
         loss.backward()
     return {"loss": loss.detach().cpu(), "grads": [a.grad.cpu() for a in args],
             "time_us": round(profile.time_us, 6), "launches": profile.launches,
+            "kernel_calls": {name: stat.calls for name, stat in profile.kernels.items()},
             "held_bytes": held, "peak_bytes": profile.peak_bytes}
+
+
+def compute_bound_chip():
+    """The toy chip with a thousandth of its arithmetic (10 GFLOP/s), launches and bandwidth
+    unchanged: a pointwise kernel still costs about one launch, a 16x128 @ 128x128 matmul
+    about ten. What is cheap to recompute depends on the chip."""
+    import toychip
+
+    return toychip.ChipSpec(name="toychip-slow-compute", flops_per_us=10e3)
 
 
 # --------------------------------------------------------------------- min-cut problems

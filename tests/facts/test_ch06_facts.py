@@ -17,8 +17,8 @@ from torch._functorch import partitioners
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from course_models.ch06_models import (SEED_STEPS, capture_graphs, glu_inputs, mlp_inputs, mlp_program, run_glu,
-                                       saved_names)
+from course_models.ch06_models import (SEED_STEPS, capture_graphs, chip_step, compute_bound_chip, glu_inputs,
+                                       mlp_inputs, mlp_program, run_glu, saved_names)
 from facts import backs
 from graphviews.aot import saved_storage_bytes, tangent_dependent
 
@@ -487,6 +487,87 @@ def test_reductions_that_shrink_fourfold_are_not_recomputed():
 @backs("notebooks/06_aot.ipynb", "torch.cuda.max_memory_allocated()")
 def test_cuda_reports_peak_allocated_memory():
     assert callable(torch.cuda.max_memory_allocated)
+
+
+@backs("notebooks/06_aot.ipynb", "在 toychip 上不启动内核")
+def test_on_the_chip_views_launch_nothing_and_reductions_are_kernels_of_their_own():
+    from toychip.fusion import kind_of
+    assert {kind_of(op) for op in (aten.t.default, aten.detach.default, aten.expand.default)} == {"view"}
+    assert {kind_of(op) for op in (aten._softmax.default, aten.sum.dim_IntList)} == {"reduction"}
+
+
+@backs("notebooks/06_aot.ipynb", "编译器按节点的 `meta['val']`（记着形状和 dtype 的张量）决定能不能把它和邻居融合")
+def test_the_chip_fuses_a_pointwise_node_only_when_it_has_meta_val():
+    from toychip.compiler import compile_graph
+
+    def launches(without_val: bool) -> int:
+        gm = make_fx(lambda x: torch.exp(x * 2))(torch.randn(4, 4).to("toychip"))
+        for node in gm.graph.nodes:
+            if without_val and node.target is aten.mul.Tensor:
+                del node.meta["val"]
+        return compile_graph(gm, [], "inference").launches
+
+    assert (launches(without_val=False), launches(without_val=True)) == (1, 2)
+
+
+@backs("notebooks/06_aot.ipynb", "算力只有千分之一、启动开销和带宽不变")
+def test_the_compute_bound_chip_has_a_thousandth_of_the_arithmetic():
+    import toychip
+    slow, default = compute_bound_chip(), toychip.DEFAULT_SPEC
+    assert slow.flops_per_us * 1000 == default.flops_per_us
+    assert (slow.launch_us, slow.mem_bytes_per_us) == (default.launch_us, default.mem_bytes_per_us)
+
+
+@backs("notebooks/06_aot.ipynb", "同一种分区在两块芯片上的启动次数和内存一样，时间不一样")
+def test_a_chip_spec_changes_the_time_of_a_step_not_its_launches_or_memory():
+    torch.manual_seed(0)
+    inputs = mlp_inputs(16, 128, 16)
+    default_chip, slow_chip = (chip_step(mlp_program(SEED_STEPS), inputs, default_partition, spec=spec)
+                               for spec in (None, compute_bound_chip()))
+    assert (default_chip["launches"], default_chip["peak_bytes"]) == (slow_chip["launches"], slow_chip["peak_bytes"])
+    assert default_chip["time_us"] < slow_chip["time_us"]
+
+
+@backs("notebooks/06_aot.ipynb", "`torch._functorch.config` 里的 `ban_recompute_*` 开关")
+def test_min_cut_bans_recomputation_through_config_switches_that_default_to_on():
+    switches = ["ban_recompute_used_far_apart", "ban_recompute_long_fusible_chains",
+                "ban_recompute_materialized_backward", "ban_recompute_not_in_allowlist", "ban_recompute_reductions"]
+    assert all(getattr(functorch_config, name) is True for name in switches)
+    source = inspect.getsource(partitioners.choose_saved_values_set)
+    assert all(f"config.{name}" in source for name in switches)
+
+
+@backs("notebooks/06_aot.ipynb", "`meta['partitioner_tag']` 里记着它来自前向（`'is_forward'`）还是反向（`'is_backward'`）")
+def test_joint_graph_nodes_are_tagged_forward_or_backward():
+    graph = capture_graphs(seed_fn, leaves((4, 8), (8, 8)))["joint"].graph
+    calls = [n for n in graph.nodes if n.op == "call_function"]
+    assert {n.meta["partitioner_tag"] for n in calls} == {"is_forward", "is_backward"}
+    assert all(n.meta["partitioner_tag"] == "is_backward" for n in calls if n in tangent_dependent(graph))
+    assert next(n for n in calls if n.target is aten.mm.default).meta["partitioner_tag"] == "is_forward"
+
+
+def copy_tanh_before_its_backward_use(keep_tag: bool):
+    """A partitioner that recomputes ``tanh`` next to ``tanh_backward``, copying the tag or not."""
+    def partition(joint_module, joint_inputs, **kwargs):
+        graph = joint_module.graph
+        tanh = next(n for n in graph.nodes if n.target is aten.tanh.default)
+        use = next(n for n in graph.nodes if n.target is aten.tanh_backward.default)
+        with graph.inserting_before(use):
+            copy = graph.node_copy(tanh)
+        if not keep_tag:
+            del copy.meta["partitioner_tag"]
+        use.args = (use.args[0], copy)
+        joint_module.recompile()
+        return default_partition(joint_module, joint_inputs, **kwargs)
+    return partition
+
+
+@backs("notebooks/06_aot.ipynb", "联合图里直到最后一个 `'is_forward'` 节点为止是前向")
+def test_default_partition_takes_the_joint_graph_up_to_the_last_is_forward_node_as_the_forward():
+    assert "if _has_tag_is_forward(node) or _is_primal(node)" in inspect.getsource(partitioners.default_partition)
+    capture_graphs(seed_fn, leaves((4, 8), (8, 8)), copy_tanh_before_its_backward_use(keep_tag=False))
+    with pytest.raises(AssertionError):  # the copy's tag drags the backward before it into the forward
+        capture_graphs(seed_fn, leaves((4, 8), (8, 8)), copy_tanh_before_its_backward_use(keep_tag=True))
 
 
 # --- 5. functionalization, decompositions, calling convention ---------------------------------

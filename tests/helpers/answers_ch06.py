@@ -9,7 +9,8 @@ import itertools
 
 import networkx as nx
 import torch
-from functorch.compile import aot_function, default_partition, make_boxed_func
+import torch._functorch.config as functorch_config
+from functorch.compile import aot_function, default_partition, make_boxed_func, min_cut_rematerialization_partition
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from course_models.ch06_models import recomputable, save_cost
@@ -229,9 +230,13 @@ def _is_cheap(node):
             and (torch.Tag.pointwise in node.target.tags or node.target.is_view))
 
 
+def _meta_without_tag(node):
+    return {k: v for k, v in node.meta.items() if k != "partitioner_tag"}
+
+
 def _recompute(joint_module, joint_inputs, num_fwd_outputs, kwargs, *, cheap=_is_cheap, backward=None,
-               recurse=True, copy_meta=True):
-    """The chapter's recipe with its choices as parameters, each wrong answer turning one."""
+               recurse=True, meta=_meta_without_tag):
+    """The reference's way with its choices as parameters, each wrong answer turning one."""
     graph = joint_module.graph
     backward = _backward_nodes(graph) if backward is None else backward
     forward = {n for n in graph.nodes if n not in backward and n.op not in ("placeholder", "output")}
@@ -247,8 +252,7 @@ def _recompute(joint_module, joint_inputs, num_fwd_outputs, kwargs, *, cheap=_is
                 kw = torch.fx.map_arg(kw, lambda a: recomputed(a, before))
             with graph.inserting_before(before):
                 copies[node] = graph.call_function(node.target, args, kw)
-            if copy_meta:
-                copies[node].meta = {k: v for k, v in node.meta.items() if k != "partitioner_tag"}
+            copies[node].meta = meta(node)
         return copies[node]
 
     for node in list(graph.nodes):
@@ -283,7 +287,26 @@ def recompute_without_recursion(joint_module, joint_inputs, *, num_fwd_outputs, 
 
 
 def recompute_copies_without_meta(joint_module, joint_inputs, *, num_fwd_outputs, **kwargs):
-    return _recompute(joint_module, joint_inputs, num_fwd_outputs, kwargs, copy_meta=False)
+    return _recompute(joint_module, joint_inputs, num_fwd_outputs, kwargs, meta=lambda node: {})
+
+
+def recompute_copies_with_the_whole_meta(joint_module, joint_inputs, *, num_fwd_outputs, **kwargs):
+    return _recompute(joint_module, joint_inputs, num_fwd_outputs, kwargs, meta=lambda node: dict(node.meta))
+
+
+def recompute_matmuls_too(joint_module, joint_inputs, *, num_fwd_outputs, **kwargs):
+    return _recompute(joint_module, joint_inputs, num_fwd_outputs, kwargs,
+                      cheap=lambda n: _is_cheap(n) or n.target is aten.mm.default)
+
+
+def partition_with_min_cut(joint_module, joint_inputs, *, num_fwd_outputs, **kwargs):
+    return min_cut_rematerialization_partition(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
+
+
+def min_cut_without_its_bans(joint_module, joint_inputs, **kwargs):
+    with functorch_config.patch(ban_recompute_used_far_apart=False, ban_recompute_long_fusible_chains=False,
+                                ban_recompute_materialized_backward=False):
+        return min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
 
 
 def recompute_a_copy_per_use(joint_module, joint_inputs, *, num_fwd_outputs, **kwargs):
@@ -569,6 +592,12 @@ WRONG_ANSWERS = [  # (exercise id, function, the misconception)
      "copying the cheap value the backward reads is enough; its own inputs can come from the forward"),
     ("06.recompute_partition", recompute_copies_without_meta,
      "a copy needs only target and arguments; the node's meta is for printing"),
+    ("06.recompute_partition", recompute_copies_with_the_whole_meta,
+     "a copy takes the node's meta whole: partitioner_tag is a label for printing, not what default_partition reads"),
+    ("06.recompute_partition", recompute_matmuls_too,
+     "a small matmul costs one launch on the chip like a pointwise op, so it is cheap to recompute on any chip"),
+    ("06.recompute_partition", partition_with_min_cut,
+     "min_cut_rematerialization_partition already recomputes every value that is cheap on the chip"),
     ("06.min_cut", save_what_backward_reads,
      "the default partitioner's choice: save every needed value, recompute nothing"),
     ("06.min_cut", min_cut_ignoring_expensive,
@@ -622,6 +651,9 @@ RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
      "graphviews' tangent_dependent, graph.node_copy, and a fresh copy for every use (no memo)"),
     ("06.recompute_partition", recompute_by_partitioner_tag,
      "backward nodes read from meta['partitioner_tag'] == 'is_backward'"),
+    ("06.recompute_partition", min_cut_without_its_bans,
+     "no graph surgery: min_cut_rematerialization_partition with its used-far-apart, long-fusible-chain and "
+     "materialized-in-backward bans switched off in torch._functorch.config"),
     ("06.min_cut", min_cut_tying_only_the_expensive,
      "inputs are not tied to the source: they are never recomputed, so they need no tie"),
     ("06.min_cut", min_save_set_listing_inputs,
