@@ -1,6 +1,6 @@
 """Grading for the course: exercise declarations, notebook checks, nbgrader integration.
 
-Notebooks use one function, ``from grader import check``; ``python -m grader`` is the
+Notebooks use ``from grader import check`` (and chapter 08 ``my_pieces``); ``python -m grader`` is the
 command line for learners, instructors and CI. The packages are layered by role; each
 imports only those above it in this list::
 
@@ -23,4 +23,12 @@ def check(exercise_id: str, hint: bool = False) -> None:
     run_check(exercise_id, hint, _caller_depth=2)
 
 
-__all__ = ["check"]
+def my_pieces():
+    """Chapter 08's stack pieces from the learner's earlier answers (see
+    :func:`grader.grading.stack_pieces.my_pieces`)."""
+    from .grading.stack_pieces import my_pieces as load
+
+    return load()
+
+
+__all__ = ["check", "my_pieces"]

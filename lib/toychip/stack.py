@@ -16,7 +16,9 @@ them::
 The first, third and fifth are the :class:`Pieces` a backend is given; the chapter 08
 pieces are the learner's own functions in the same notebook (``chip_islands``,
 ``port_model``, ``choose_block``). :func:`compile_island` turns one island into a
-:class:`~toychip.compiler.ChipIsland` with a fusion policy of chapter 04's form.
+:class:`~toychip.compiler.ChipIsland` with a fusion policy of chapter 04's form. Grading
+gives a backend :func:`course_pieces`; in self-study, ``grader.my_pieces()`` makes the
+:class:`Pieces` of the learner's own earlier answers.
 """
 from __future__ import annotations
 
