@@ -17,8 +17,7 @@ from typing import Callable, NamedTuple
 
 # Exercises that a later issue replaces (they transcribe what their section shows); they
 # keep their wrong answers, but need no catalogue of three.
-REPLACED_LATER = frozenset({"04.barrier_finder", "04.fallback_report", "05.bytecode_inspector",
-                            "05.compile_once", "05.cache_lookup", "07.dispatch_keys", "08.op_report"})
+REPLACED_LATER = frozenset({"04.barrier_finder", "04.fallback_report", "07.dispatch_keys", "08.op_report"})
 
 
 class Wrong(NamedTuple):
