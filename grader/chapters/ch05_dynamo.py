@@ -253,7 +253,7 @@ EXERCISES.append(Exercise(
         _histogram_case("two_breaks", models.BREAK_PROGRAMS["two_breaks"], 0, "两次 graph_break()：三张图"),
         _histogram_case("affine_relu", models.STRAIGHT_LINE_PROGRAMS["affine_relu"], 1, "矩阵乘、加偏置、relu"),
         _histogram_case("normalize", models.STRAIGHT_LINE_PROGRAMS["normalize"], 2,
-                        "mean(dim=..., keepdim=True)、var、sqrt、clamp：AOTAutograd 默认不分解它们"),
+                        "mean(dim=..., keepdim=True)、var、sqrt、clamp"),
     ],
     designed_cases=lambda: [_histogram_case(name, source, 100 + index)
                             for index, (name, source) in enumerate(_HISTOGRAM_PROGRAMS.items())],
