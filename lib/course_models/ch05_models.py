@@ -1,7 +1,7 @@
 """Programs and measurements for chapter 05 (TorchDynamo), shared by the notebook and the grader.
 
-* *Programs as source text*: the grader draws random straight-line tensor programs and
-  programs with graph breaks from a seed, and ships their source (plain data) to the
+* *Programs as source text*: the grader draws random straight-line tensor programs from a
+  seed, has programs with graph breaks, and ships their source (plain data) to the
   sandbox; :func:`load_program` turns the text back into a function there.
 * :func:`scale_shift` is the function whose guards chapter 05 predicts and reads;
   :func:`measure_compiles` compiles it and reports which calls compiled.
@@ -29,9 +29,8 @@ import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounter
 
-__all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS",
-           "random_break_program", "scale_shift", "make_call", "measure_compiles", "BATCH_MODELS",
-           "FEATURES", "STORM_MODELS", "blend", "make_blend_call", "transformed_code", "quiet_dynamo", "dynamo_log"]
+__all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS", "scale_shift",
+           "make_call", "measure_compiles", "BATCH_MODELS", "FEATURES", "STORM_MODELS", "blend", "make_blend_call", "transformed_code", "quiet_dynamo", "dynamo_log"]
 
 
 _PROGRAM_FILE = "<program>"  # the file name of every program's code
@@ -141,23 +140,6 @@ def no_break(x):
     return torch.tanh(x) * 2 - 1
 ''',
 }
-
-_BREAKS = ["    torch._dynamo.graph_break()", '    print("checkpoint")']
-_SEGMENT_LINES = ["    x = x * {c}", "    x = torch.relu(x) + {c}", "    x = x.sin()", "    x = torch.tanh(x - {c})"]
-
-
-def random_break_program(rng: random.Random, name: str) -> str:
-    """Source of a function with 0–3 graph breaks, sometimes one on a value-dependent ``if``."""
-    lines = [f"def {name}(x):"]
-    for segment in range(rng.randint(1, 4)):
-        if segment:
-            lines.append(rng.choice(_BREAKS))
-        lines += [rng.choice(_SEGMENT_LINES).format(c=rng.choice([0.5, 2.0])) for _ in range(rng.randint(1, 2))]
-    if rng.random() < 0.4:
-        lines += ["    if x.sum() > 0:", "        x = x * 3", "    else:", "        x = x - 3"]
-    lines.append("    return x + 1")
-    return "\n".join(lines) + "\n"
-
 
 @contextlib.contextmanager
 def quiet_dynamo():
@@ -337,9 +319,8 @@ def make_tensor(spec: dict) -> torch.Tensor:
     "transposed": False, "fill": 1.0}``: ``transposed`` gives the same shape with swapped
     strides (a transposed view), ``fill`` scales its values."""
     shape = list(spec["shape"])
-    values = torch.linspace(-1, 1, max(1, torch.Size(shape).numel()), dtype=DTYPES[spec["dtype"]]) * spec["fill"]
-    tensor = values[:torch.Size(shape).numel()].reshape(shape[::-1] if spec["transposed"] else shape)
-    tensor = tensor.t() if spec["transposed"] else tensor
+    values = torch.linspace(-1, 1, torch.Size(shape).numel(), dtype=DTYPES[spec["dtype"]]) * spec["fill"]
+    tensor = values.reshape(shape[::-1]).t() if spec["transposed"] else values.reshape(shape)
     return tensor.requires_grad_(spec["requires_grad"])
 
 
