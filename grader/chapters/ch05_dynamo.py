@@ -266,9 +266,9 @@ EXERCISES.append(Exercise(
     designed_cases=lambda: [_histogram_case(name, source, 100 + index)
                             for index, (name, source) in enumerate(_HISTOGRAM_PROGRAMS.items())],
     produce=histogram_artifact, compare=_compare_histograms,
-    hint="Dynamo 交给后端的是 torch 层面的图（torch.relu、operator.add、方法调用）；Inductor 收到的 ATen 图是 AOTAutograd "
-         "追踪出来的。torch._dynamo.backends.common 里有一个把“编译 ATen 图的函数”包成 Dynamo 后端的工具。"
-         "想清楚记录该发生在编译时还是运行时。",
+    hint="Dynamo 交给后端的是 torch 层面的图（torch.relu、operator.add、方法调用），ATen 图要由 AOTAutograd 再追踪一遍："
+         "aot_autograd 包起来的那个函数和后端的签名一样，它收到的是哪一层的图？一张图只编译一次、却可能运行很多次："
+         "记录该发生在哪一边？",
 ))
 
 
