@@ -30,7 +30,8 @@ import torch._dynamo
 from torch._dynamo.testing import CompileCounter
 
 __all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS", "scale_shift",
-           "make_call", "measure_compiles", "BATCH_MODELS", "FEATURES", "STORM_MODELS", "blend", "make_blend_call", "transformed_code", "quiet_dynamo", "dynamo_log"]
+           "make_call", "measure_compiles", "BATCH_MODELS", "FEATURES", "STORM_MODELS", "blend", "make_blend_call",
+           "transformed_code", "quiet_dynamo", "dynamo_log"]
 
 
 _PROGRAM_FILE = "<program>"  # the file name of every program's code

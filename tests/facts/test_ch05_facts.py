@@ -655,7 +655,8 @@ def test_aot_autograd_compiles_a_backward_graph_when_gradients_are_needed():
 
 @backs("notebooks/05_dynamo.ipynb", "Inductor 自己也是这样接上 Dynamo 的")
 def test_inductor_joins_dynamo_through_aot_autograd():
-    assert "dynamo_common.aot_autograd(" in function_source(TORCH_ROOT / "_inductor" / "compile_fx.py", "_compile_fx_main")
+    source = function_source(TORCH_ROOT / "_inductor" / "compile_fx.py", "_compile_fx_main")
+    assert "dynamo_common.aot_autograd(" in source
 
 
 # --- 3. guards -----------------------------------------------------------------------------------
@@ -1027,7 +1028,8 @@ def storm_compiles(prepare=lambda x, scale: (x, scale)) -> tuple[int, list[str]]
         for batch, scale in STORM_CALLS:
             x, scale = prepare(torch.randn(batch, FEATURES), scale)
             compiled(x, w, scale)
-    return counter.frame_count, [line.strip() for m in messages for line in m.splitlines() if line.strip().startswith("- 0/")]
+    failures = [line.strip() for message in messages for line in message.splitlines()]
+    return counter.frame_count, [line for line in failures if line.startswith("- 0/")]
 
 
 def marked_dynamic(x, scale):
