@@ -1049,6 +1049,25 @@ def test_each_fix_of_the_storm_shows_the_next_failing_guard():
     assert count == 2 and failures[0].startswith("- 0/0: 2 <= x.size()[0]")
 
 
+@backs("notebooks/05_dynamo.ipynb", "一个 Python 浮点数先被当作常量特化，第二个值出现时才变成动态的；传成张量，它从一开始就是图的输入")
+def test_a_float_is_specialised_then_dynamic_and_a_tensor_scale_never_recompiles():
+    w, x = torch.randn(FEATURES, FEATURES), torch.randn(4, FEATURES)
+    for scale_of, expected in ((float, 2), (torch.tensor, 1)):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        compiled = torch.compile(STORM_MODELS["storm_mlp"], backend=counter)
+        for scale in (0.5, 0.25, 1.5):
+            compiled(x, w, scale_of(scale))
+        assert counter.frame_count == expected
+    graphs = []
+    torch._dynamo.reset()
+    compiled = torch.compile(STORM_MODELS["storm_mlp"], backend=recording(graphs))
+    for scale in (0.5, 0.25):
+        compiled(x, w, scale)
+    assert [len([n for n in gm.graph.nodes if n.op == "placeholder"]) for gm in graphs] == [2, 3]
+
+
+@backs("notebooks/05_dynamo.ipynb", "`mark_unbacked` 标记的维度也没有 0/1 特化")
 @backs("notebooks/05_dynamo.ipynb", "`torch._dynamo.decorators` 里除了 `mark_dynamic`、`mark_static` 还有别的标记")
 def test_an_unbacked_batch_and_a_tensor_scale_compile_the_storm_once():
     def unbacked(x, scale):
@@ -1086,6 +1105,18 @@ def test_the_wheel_ships_the_dynamo_headers_but_not_the_sources():
 def test_extra_state_declares_lookup_move_to_front_and_create_cache_entry():
     header = (DYNAMO_HEADERS / "extra_state.h").read_text()
     assert "void lookup(" in header and "move_to_front(" in header and "create_cache_entry(" in header
+
+
+@backs("notebooks/05_dynamo.ipynb", "和 Python 里的 `entry.guard_manager.check(局部变量字典)` 是同一个检查")
+def test_a_call_recompiles_exactly_when_no_entrys_guard_manager_check_passes():
+    counter = CompileCounter()
+    compiled = torch.compile(scale_shift, backend=counter)
+    for n, flag, size in [(2, True, 4), (5, True, 4), (2, False, 4), (7, True, 6), (2, False, 4), (3, True, 1)]:
+        frame_locals = {"x": ones_x(size), "n": n, "flag": flag}
+        passes = any(entry.guard_manager.check(frame_locals) for entry in _debug_get_cache_entry_list(scale_shift))
+        before = counter.frame_count
+        compiled(*frame_locals.values())
+        assert passes == (counter.frame_count == before)
 
 
 @backs("notebooks/05_dynamo.ipynb", "和第 2.3 节钩子拿到的是同一份")
