@@ -2,17 +2,17 @@
 
 Each function body is injected into the instructor's copy of
 ``notebooks/05_dynamo.ipynb`` between ``### BEGIN SOLUTION`` / ``### END SOLUTION``, so a
-body may use only what the notebook imports: ``dis``, ``operator``, ``sys``, ``torch``, ``torch.fx as fx``,
-``CompileCounter``, ``register_bytecode_hook`` and ``_debug_get_cache_entry_list``.
+body may use only what the notebook imports: ``dis``, ``operator``, ``sys``, ``Counter``, ``torch``,
+``torch.fx as fx`` and ``aot_autograd``.
 """
 import dis
 import operator
 import sys
+from collections import Counter
 
 import torch
 import torch.fx as fx
-from torch._dynamo.convert_frame import register_bytecode_hook
-from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+from torch._dynamo.backends.common import aot_autograd
 
 
 def bytecode_to_fx(fn) -> fx.GraphModule:
@@ -106,22 +106,28 @@ def bytecode_to_fx(fn) -> fx.GraphModule:
     return fx.GraphModule(torch.nn.Module(), graph)
 
 
-def inspect_bytecode(fn, args: tuple) -> list[dict]:
-    """For each frame Dynamo compiles while running ``fn`` once: which compiled graphs and
-    resume functions its new bytecode calls."""
-    pairs = []
-    handle = register_bytecode_hook(lambda code, new_code: pairs.append((code, new_code)))
-    try:
-        torch.compile(fn, backend="eager")(*args)
-    finally:
-        handle.remove()
-    report = []
-    for code, new_code in pairs:
-        names = {inst.argval for inst in dis.get_instructions(new_code) if inst.opname == "LOAD_GLOBAL"}
-        report.append({"name": code.co_name,
-                       "compiled": sum(name.startswith("__compiled_fn") for name in names),
-                       "resumes": sum(name.startswith("__resume_at") for name in names)})
-    return report
+def aten_histogram_backend(report: list):
+    """A backend that hands each graph to AOTAutograd and notes the ATen ops of the graph
+    AOTAutograd gives back, once per graph (at compile time)."""
+    def count_aten_ops(gm, example_inputs):
+        report.append(dict(Counter(str(node.target) for node in gm.graph.nodes if node.op == "call_function")))
+        return gm.forward
+    return aot_autograd(fw_compiler=count_aten_ops)
+
+
+def build_guard(example: dict):
+    """The guards of the cache entry ``blend(**example)`` compiles: what the trace read of
+    each argument (``note`` is never read)."""
+    def guarded_view(value):                       # equal views = the guards accept
+        if isinstance(value, torch.Tensor):        # TENSOR_MATCH: metadata, never the values
+            return ("tensor", value.dtype, value.device, tuple(value.shape), value.stride(), value.requires_grad)
+        if isinstance(value, (list, tuple)):       # type, length, then each element
+            return (type(value), tuple(guarded_view(item) for item in value))
+        return (type(value), value)                # constants baked into the graph: type and value
+
+    read = ("x", "y", "alpha", "mode", "shifts")
+    expected = {name: guarded_view(example[name]) for name in read}
+    return lambda call: all(guarded_view(call[name]) == view for name, view in expected.items())
 
 
 def predict_recompiles(calls: list[dict], dynamic) -> list[bool]:
@@ -151,20 +157,12 @@ def predict_recompiles(calls: list[dict], dynamic) -> list[bool]:
     return compiles
 
 
-def compile_once(fn, backend):
-    """``fn(x, w)`` compiled once for every batch size 2–64: only dimension 0 of ``x`` is dynamic."""
+def storm_free(fn, backend):
+    """``fn(x, w, scale)`` compiled once for every batch size and scale: the batch dimension
+    is unbacked (no 0/1 specialisation, no duck sizing), the scale a graph input."""
     compiled = torch.compile(fn, backend=backend)
 
-    def run(x, w):
-        torch._dynamo.mark_dynamic(x, 0)
-        return compiled(x, w)
+    def run(x, w, scale):
+        torch._dynamo.decorators.mark_unbacked(x, 0)
+        return compiled(x, w, torch.tensor(scale, dtype=x.dtype))
     return run
-
-
-def cached_entry(fn, args: tuple):
-    """The compile id of the cache entry that a call ``fn(*args)`` would run, or None (a recompile)."""
-    frame_locals = dict(zip(fn.__code__.co_varnames, args))
-    for entry in _debug_get_cache_entry_list(fn):
-        if entry.guard_manager.check(frame_locals):
-            return str(entry.compile_id)
-    return None

@@ -1,12 +1,13 @@
-"""Chapter 05 (TorchDynamo) exercises: a bytecode → FX tracer, a reader of Dynamo's
-transformed bytecode, a guard predictor, compiling once for every batch size, and the
-cache lookup of the C frame-evaluation hook redone in Python.
+"""Chapter 05 (TorchDynamo) exercises: a bytecode → FX tracer, a backend reporting the
+ATen ops of each graph it gets, a generator of one cache entry's guards, a guard predictor,
+and the cure of a recompile storm.
 
-Graded on artifacts: the op list and outputs of a rebuilt graph, names and counts of
-compiled and resume functions (never raw opcodes: they change between Python versions),
-which calls Dynamo really compiled (measured), and compile ids of real cache entries.
-Every case calls ``torch._dynamo.reset()`` first; only the cheap ``"eager"`` backend or a
-``CompileCounter`` is used, never Inductor.
+Graded on artifacts: the op list and outputs of a rebuilt graph (never raw opcodes: they
+change between Python versions), per-graph op histograms and outputs of a compiled run,
+what the real guards of a cache entry accept, which calls Dynamo really compiled
+(measured), and the compiles and graph runs a counting backend saw.
+Every case calls ``torch._dynamo.reset()`` first; only cheap backends (``CompileCounter``,
+a counting backend, the learner's own) are used, never Inductor.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import random
 import torch
 import torch._dynamo
 import torch.fx as fx
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._dynamo.testing import CompileCounter
+from torch._dynamo.utils import counters
 
 from course_models import ch05_models as models
 
@@ -35,13 +38,25 @@ def _program_case(name: str, source: str, seed: int, description: str = "") -> C
         "source": source, "inputs": tuple(torch.randn(SIZE, SIZE) for _ in range(arguments))}), description)
 
 
-class _NoOtherTracer:
-    """While the learner's tracer runs, FX's own tracer is refused and torch.compile runs
-    eagerly: the exercise is to interpret the bytecode, not to call another tracer."""
+class _NoCompiling:
+    """While the learner's code runs, torch.compile runs eagerly: what the exercise asks
+    for is to be derived, not read from what Dynamo does."""
 
     def __enter__(self):
-        self.trace, self.stance = fx.Tracer.trace, torch.compiler.set_stance("force_eager")
+        self.stance = torch.compiler.set_stance("force_eager")
         self.stance.__enter__()
+
+    def __exit__(self, *exc):
+        self.stance.__exit__(*exc)
+
+
+class _NoOtherTracer(_NoCompiling):
+    """Also refuses FX's own tracer: the exercise is to interpret the bytecode, not to call
+    another tracer."""
+
+    def __enter__(self):
+        super().__enter__()
+        self.trace = fx.Tracer.trace
 
         def refused(*args, **kwargs):
             raise RuntimeError("评分时不能调用 torch.fx 的 symbolic_trace：请自己解释字节码。")
@@ -49,7 +64,7 @@ class _NoOtherTracer:
 
     def __exit__(self, *exc):
         fx.Tracer.trace = self.trace
-        self.stance.__exit__(*exc)
+        super().__exit__(*exc)
 
 
 def tracer_artifact(function, built) -> dict:
@@ -161,67 +176,233 @@ EXERCISES.append(Exercise(
 ))
 
 
-# --- 05.bytecode_inspector ----------------------------------------------------------------------
+# --- 05.aten_histogram --------------------------------------------------------------------------
 
-def _break_case(name: str, source: str, seed: int, description: str = "") -> Case:
-    return Case(name, seeded_build(seed, lambda: {"source": source, "x": torch.randn(SIZE).abs() + 0.1}),
-                description)
-
-
-def _is_report(value) -> bool:
-    return (isinstance(value, list) and all(
-        isinstance(r, dict) and set(r) == {"name", "compiled", "resumes"} and isinstance(r["name"], str)
-        and type(r["compiled"]) is int and type(r["resumes"]) is int for r in value))
+def _histogram_case(name: str, source: str, seed: int, description: str = "") -> Case:
+    """``source`` called twice on the same arguments: positive SIZE×SIZE tensors."""
+    arguments = models.load_program(source).__code__.co_argcount
+    return Case(name, seeded_build(seed, lambda: {
+        "source": source, "args": tuple(torch.rand(SIZE, SIZE) + 0.1 for _ in range(arguments))}), description)
 
 
-def inspector_artifact(function, built) -> dict:
+def _is_histogram_list(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(h, dict) and all(isinstance(k, str) and type(v) is int for k, v in h.items()) for h in value)
+
+
+def histogram_artifact(function, built) -> dict:
+    """Sandbox side: the program compiled with the learner's backend and called twice; what
+    the backend put in ``report``, and the outputs."""
     fn = models.load_program(built["source"])
+    report: list = []
     torch._dynamo.reset()
     try:
+        compiled = torch.compile(fn, backend=function(report))
         with models.quiet_dynamo():
-            report = function(fn, (built["x"].clone(),))
+            outputs = [compiled(*[a.clone() for a in built["args"]]) for _ in range(2)]
     finally:
         torch._dynamo.reset()
-    if not _is_report(report):
-        return {"error": "inspect_bytecode 应返回 list，每项是 {'name': str, 'compiled': int, 'resumes': int}，"
-                         f"实际返回了 {short(report)}。"}
-    return {"report": report}
+    if not _is_histogram_list(report):
+        return {"error": f"report 里应是一个个 {{ATen 算子名: 次数}} dict，实际是 {short(report)}。"}
+    if not all(type(o) is torch.Tensor for o in outputs):
+        return {"error": f"编译后的程序应返回张量，实际返回了 {short(outputs[0])}：后端返回的函数要真的运行这张图。"}
+    return {"report": [dict(h) for h in report], "outputs": [o.detach() for o in outputs]}
 
 
-def _compare_reports(expected, got) -> Verdict:
+def _compare_histograms(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
+    verdict = compare_outputs(expected["outputs"], got["outputs"], label="编译后程序的输出")
+    if not verdict.ok:
+        return verdict
     want, have = expected["report"], got["report"]
     if len(want) != len(have):
-        return Verdict(False, "Dynamo 改写的帧（代码对象）个数不对：原函数一个，每个被调用到的续行函数 (resume function) 各一个。",
-                       short([r["name"] for r in want]), short([r["name"] for r in have]))
+        return Verdict(False, "report 里的直方图个数不对：后端每收到一张图（每次编译一个帧，图中断会把函数分成几张图）"
+                              "就记一个；同一张图运行多少次都不再交给后端。", str(len(want)), str(len(have)))
     for index, (w, h) in enumerate(zip(want, have)):
         if w != h:
-            return Verdict(False, f"第 {index} 个被改写的帧不同（name 是原代码对象的 co_name；"
-                                  "compiled / resumes 数的是新字节码用 LOAD_GLOBAL 读取的不同名字）。", short(w), short(h))
+            return Verdict(False, f"第 {index} 张图的直方图不同：键是 ATen 图里 call_function 节点的 str(node.target)"
+                                  "（如 'aten.mm.default'）。想想后端收到的图是哪一层的，AOTAutograd 默认做不做分解。",
+                           short(w), short(h))
     return PASS
 
 
+# Fixed hidden programs: ops whose torch name and ATen name differ, and breaks.
+_HISTOGRAM_PROGRAMS = {
+    "designed-linear": '''
+def linear(x, w):
+    h = torch.nn.functional.linear(x, w)
+    return torch.nn.functional.silu(h).mean(dim=0, keepdim=True) - 1
+''',
+    "designed-print-and-branch": '''
+def print_and_branch(x):
+    y = torch.tanh(x - 0.5)
+    print("checkpoint")
+    if y.sum() > 0:
+        y = y * 3
+    return y.exp() + 1
+''',
+    "designed-break-then-rsub": '''
+def break_then_rsub(x):
+    y = torch.softmax(x, dim=1)
+    torch._dynamo.graph_break()
+    return 1 - y.var() * x.t()
+''',
+}
+
+
 EXERCISES.append(Exercise(
-    id="05.bytecode_inspector", title="读 Dynamo 改写后的字节码：编译图与续行函数",
+    id="05.aten_histogram", title="后端看到的 ATen 图：逐图算子直方图",
     stub=(
-        'def inspect_bytecode(fn, args: tuple) -> list[dict]:\n'
-        '    """编译并运行 fn(*args) 一次；对 Dynamo 改写的每个帧，返回 {"name": 原 co_name, "compiled": 编译图个数, "resumes": 续行函数个数}。"""'),
+        'def aten_histogram_backend(report: list):\n'
+        '    """返回一个 Dynamo 后端：每收到一张图，把这张图变成的 ATen 图的 {算子: 次数} 追加到 report，并返回运行这张图的函数。"""'),
     points=2,
     public_cases=lambda: [
-        _break_case("one_print", models.BREAK_PROGRAMS["one_print"], 0, "print 中断一次：两个帧"),
-        _break_case("two_breaks", models.BREAK_PROGRAMS["two_breaks"], 1, "两次 graph_break()：三个帧"),
-        _break_case("value_branch", models.BREAK_PROGRAMS["value_branch"], 2,
-                    "按张量的值分支：新字节码里有两个续行函数，只有走到的那个被编译"),
+        _histogram_case("two_breaks", models.BREAK_PROGRAMS["two_breaks"], 0, "两次 graph_break()：三张图"),
+        _histogram_case("affine_relu", models.STRAIGHT_LINE_PROGRAMS["affine_relu"], 1, "矩阵乘、加偏置、relu"),
+        _histogram_case("normalize", models.STRAIGHT_LINE_PROGRAMS["normalize"], 2,
+                        "mean(dim=..., keepdim=True)、var、sqrt、clamp"),
     ],
-    random_cases=lambda rng: [
-        _break_case(f"hidden-{i}", models.random_break_program(rng, f"program_{i}"), rng.randrange(10**6))
-        for i in range(1)
-    ],
-    produce=inspector_artifact, compare=_compare_reports,
-    hint="register_bytecode_hook(hook) 的 hook(code, new_code) 在每个帧编译完成时被调用一次（包括续行函数的帧），"
-         "用完 handle.remove()；在 dis.get_instructions(new_code) 里找 opname == 'LOAD_GLOBAL' 的指令，"
-         "数 argval 以 '__compiled_fn' 和 '__resume_at' 开头的不同名字。",
+    designed_cases=lambda: [_histogram_case(name, source, 100 + index)
+                            for index, (name, source) in enumerate(_HISTOGRAM_PROGRAMS.items())],
+    produce=histogram_artifact, compare=_compare_histograms,
+    hint="Dynamo 交给后端的是 torch 层面的图（torch.relu、operator.add、方法调用），ATen 图要由 AOTAutograd 再追踪一遍："
+         "aot_autograd 包起来的那个函数和后端的签名一样，它收到的是哪一层的图？一张图只编译一次、却可能运行很多次："
+         "记录该发生在哪一边？",
+))
+
+
+# --- 05.guard_generator -------------------------------------------------------------------------
+
+def _tensor_spec(shape=(4, 4), dtype="float32", requires_grad=False, transposed=False, fill=1.0) -> dict:
+    return {"shape": list(shape), "dtype": dtype, "requires_grad": requires_grad, "transposed": transposed,
+            "fill": fill}
+
+
+def _blend_spec(x=None, y=None, alpha=2, mode="none", shifts=None, note="first") -> dict:
+    """A call of ``blend`` as plain data (``shifts``: a list or a tuple, ``[1, 2]`` if not given)."""
+    return {"x": x or _tensor_spec(), "y": y, "alpha": alpha, "mode": mode,
+            "shifts": [1, 2] if shifts is None else shifts, "note": note}
+
+
+def _changed(spec: dict, **fields) -> dict:
+    return {**spec, **fields}
+
+
+def _changed_x(spec: dict, **fields) -> dict:
+    return {**spec, "x": {**spec["x"], **fields}}
+
+
+def _probes(example: dict) -> list[tuple[str, dict]]:
+    """What a call can change relative to ``example``: one thing per probe."""
+    x, alpha, y, shifts = example["x"], example["alpha"], example["y"], example["shifts"]
+    kind = type(shifts)
+    row = [x["shape"][1]]                                   # a y that broadcasts over x's rows
+    probes = [
+        ("x 的值变了（形状、dtype、步长不变）", _changed_x(example, fill=-0.5)),
+        ("x 的 dtype 变了", _changed_x(example, dtype="float64" if x["dtype"] == "float32" else "float32")),
+        ("x 的形状变了", _changed_x(example, shape=[x["shape"][0] + 1, x["shape"][1]])),
+        ("x 换成同形状的转置视图（步长不同）", _changed_x(example, transposed=not x["transposed"])),
+        ("x 的 requires_grad 变了", _changed_x(example, requires_grad=not x["requires_grad"])),
+        ("y 在 None 和张量之间变了", _changed(example, y=None if y else _tensor_spec(shape=row))),
+        ("alpha 的值变了", _changed(example, alpha=alpha + 1)),
+        ("mode 换成另一个字符串", _changed(example, mode="none" if example["mode"] == "tanh" else "tanh")),
+        ("mode 在 'relu' 和别的值之间变了", _changed(example, mode="none" if example["mode"] == "relu" else "relu")),
+        ("shifts 多了一个元素", _changed(example, shifts=kind([*shifts, 1]))),
+        ("shifts 元素相同、list 与 tuple 互换", _changed(example, shifts=(list if kind is tuple else tuple)(shifts))),
+        ("note 变了", _changed(example, note="second")),
+        ("同样的调用", dict(example)),
+    ]
+    if y is not None:
+        probes.append(("y 的形状变了", _changed(example, y=_tensor_spec(shape=x["shape"] if y["shape"] == row else row))))
+    if shifts:
+        probes.append(("shifts 的元素变了", _changed(example, shifts=kind(s + 1 for s in shifts))))
+    if alpha == int(alpha):
+        probes.append(("alpha 的值相等、类型不同（int 与 float）",
+                       _changed(example, alpha=float(alpha) if type(alpha) is int else int(alpha))))
+    return probes
+
+
+def _generator_case(name: str, example: dict, description: str = "") -> Case:
+    return Case(name, lambda: {"example": example, "probes": _probes(example)}, description)
+
+
+def generator_artifact(function, built) -> dict:
+    """Sandbox side: the learner's predicate built from the example, asked about each probe."""
+    with _NoCompiling():
+        accepts = function(models.make_blend_call(built["example"]))
+        answers = [accepts(models.make_blend_call(spec)) for _, spec in built["probes"]]
+    if not all(type(a) is bool for a in answers):
+        return {"error": f"build_guard 返回的函数应对每个调用返回 bool，实际返回了 {short(answers)}。"}
+    return {"answers": answers}
+
+
+_GUARD_VERDICTS: dict = {}
+
+
+def _real_guard_verdicts(built: dict) -> list[bool]:
+    """Trusted side: compile ``blend`` on the example, ask the real cache entry's guards."""
+    key = repr(built)
+    if key not in _GUARD_VERDICTS:
+        torch._dynamo.reset()
+        try:
+            with models.quiet_dynamo():
+                torch.compile(models.blend, backend=CompileCounter())(**models.make_blend_call(built["example"]))
+            entry, = _debug_get_cache_entry_list(models.blend)
+            _GUARD_VERDICTS[key] = [entry.guard_manager.check(models.make_blend_call(spec))
+                                    for _, spec in built["probes"]]
+        finally:
+            torch._dynamo.reset()
+    return _GUARD_VERDICTS[key]
+
+
+def _with_real_guards(artifact: dict, built: dict) -> dict:
+    if "error" in artifact:
+        return artifact
+    return {**artifact, "real": _real_guard_verdicts(built), "probes": [label for label, _ in built["probes"]]}
+
+
+def _compare_guards(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    for label, real, answer in zip(got["probes"], got["real"], got["answers"]):
+        if real != answer:
+            return Verdict(False, f"有一个调用，Dynamo 的守卫{'接受' if real else '拒绝'}了它，你的守卫"
+                                  f"{'接受' if answer else '拒绝'}了：想想 blend 的追踪读到了这个参数的什么。",
+                           f"{'接受' if real else '拒绝'}（{label}）", "接受" if answer else "拒绝")
+    return PASS
+
+
+def _generator_public_cases() -> list[Case]:
+    return [
+        _generator_case("int-alpha-no-y", _blend_spec(), "alpha 是 int，y 是 None，mode 不是 'relu'"),
+        _generator_case("float-alpha-y-relu", _blend_spec(y=_tensor_spec(shape=[4]), alpha=0.5, mode="relu",
+                                                          shifts=[3]), "alpha 是 float，y 是张量，mode 是 'relu'"),
+    ]
+
+
+def _generator_designed_cases() -> list[Case]:
+    return [
+        _generator_case("designed-transposed-grad", _blend_spec(
+            x=_tensor_spec(shape=[3, 5], requires_grad=True, transposed=True), y=_tensor_spec(shape=[3, 5]),
+            alpha=3.0, mode="tanh", shifts=(2,))),
+        _generator_case("designed-float64-empty", _blend_spec(
+            x=_tensor_spec(shape=[5, 3], dtype="float64"), alpha=1, mode="relu", shifts=[], note=None)),
+    ]
+
+
+EXERCISES.append(Exercise(
+    id="05.guard_generator", title="守卫生成器：从示例输入写出一个缓存条目的守卫",
+    stub=(
+        'def build_guard(example: dict):\n'
+        '    """返回 accepts(call: dict) -> bool：blend(**example) 编译出的缓存条目的守卫是否接受 blend(**call)。"""'),
+    points=2,
+    public_cases=_generator_public_cases,
+    designed_cases=_generator_designed_cases,
+    produce=generator_artifact, analyze=_with_real_guards, confine_analysis=False, compare=_compare_guards,
+    hint="守卫只覆盖追踪时真正读到、并且影响了图的东西；按参数的种类想：张量的哪些元数据进了图、"
+         "Python 值被当成常量烧进图时要守住什么、容器的结构。拿不准时，在 notebook 里打印一个条目的 guard_manager，"
+         "或者对比两个调用是否重新编译。",
 ))
 
 
@@ -290,25 +471,25 @@ def _distinct_calls(count: int) -> list[dict]:
 def _guard_public_cases() -> list[Case]:
     return [
         _guard_case("int-then-shape", [_spec(n=2), _spec(n=5), _spec(n=7), _spec(size=8, n=7), _spec(size=3, n=2)],
-                    None, "整数参数和形状先后变化：自动动态"),
+                    None, "整数参数先变，再变形状"),
         _guard_case("same-calls-static", [_spec(n=2), _spec(n=5), _spec(n=2), _spec(size=8, n=5)], False,
-                    "dynamic=False：每组新的值编译一次，旧的值命中缓存"),
+                    "dynamic=False：新的值和用过的值交替"),
         _guard_case("flag-dtype-grad", [_spec(), _spec(flag=False), _spec(), _spec(dtype="float64"),
                                         _spec(requires_grad=True), _spec(size=6, requires_grad=True)], None,
-                    "bool、dtype、requires_grad 都有守卫"),
+                    "flag、dtype、requires_grad 依次变化"),
         _guard_case("sticky-dynamic", [_spec(size=4), _spec(size=8), _spec(size=4, flag=False),
                                        _spec(size=6, flag=False)], None,
-                    "size 变成动态之后，因为 flag 再编译的条目里 size 仍是动态的"),
+                    "size 变过之后，flag 也变了"),
         _guard_case("changed-since-first", [_spec(size=4), _spec(size=8), _spec(size=8, flag=False),
                                             _spec(size=6, flag=False)], None,
-                    "第三次编译时 size 和上一次编译相同、和第一次编译不同"),
+                    "size 变成 8 并停在 8，然后 flag 变了"),
         _guard_case("size-one", [_spec(size=4), _spec(size=8), _spec(size=1), _spec(size=1), _spec(size=6)], None,
-                    "大小为 1 的维度：0/1 特化"),
+                    "size 出现 1，而且出现两次"),
         _guard_case("size-one-then-first", [_spec(size=4), _spec(size=1), _spec(size=4, flag=False),
                                             _spec(size=6, flag=False)], None,
-                    "size 为 1 的那次编译之后，因为 flag 再编译"),
+                    "size 先变成 1、再回到第一次的值，然后 flag 变了"),
         _guard_case("recompile-limit", _distinct_calls(10) + [_spec(size=1, n=2)], False,
-                    "十组不同的值：条目数到了 recompile_limit 之后"),
+                    "dynamic=False，十组不同的值，之后再来一组"),
         _guard_case("recompile-limit-3", _distinct_calls(5) + [_spec(size=1, n=2)], False,
                     "recompile_limit 改成 3 时（评分时用 torch._dynamo.config.patch）", recompile_limit=3),
     ]
@@ -354,135 +535,95 @@ EXERCISES.append(Exercise(
         for i in range(2)
     ],
     produce=predictor_artifact, analyze=_with_measurement, confine_analysis=False, compare=_compare_prediction,
-    hint="维护一个缓存条目列表：每个条目记下编译时的 (size, dtype, requires_grad, n, flag) 和其中哪些是动态的；"
-         "一次调用命中 = 某个条目的每个静态字段都相等、每个动态的 size 都 ≥ 2。未命中才编译：dynamic=None 时，size 或 n "
-         "只要在某次编译时和第一次编译时的值不同（size 变成 1 也算），从这次起编译的条目就把它当作动态"
-         "（只是 size 为 1 的条目里 size 仍是静态的 1）；bool、dtype、requires_grad 永远是静态的；dynamic=False 时"
-         "一切都是静态的；条目数到了 recompile_limit（调用时读 torch._dynamo.config.recompile_limit）就不再编译。",
+    hint="把缓存想成一个条目列表：被某个条目接受的调用不编译，否则编译并新增一个条目，每个条目记下编译时的值和"
+         "其中哪些是动态的。哪些字段会变成动态、从什么时候起、动态的字段接受哪些值、条目有没有上限，都用 measure_compiles "
+         "做小实验来定：一次只改一个字段，再试试改回去、换个顺序、出现 1 的时候。",
 ))
 
 
-# --- 05.compile_once --------------------------------------------------------------------------
+# --- 05.recompile_storm -------------------------------------------------------------------------
 
-def _batch_case(name: str, model: str, batches: list[int], seed: int, description: str = "") -> Case:
+def _storm_case(name: str, model: str, calls: list[tuple[int, float]], seed: int, description: str = "") -> Case:
+    """``STORM_MODELS[model]`` called with ``(batch size, scale)`` in order; one weight."""
     def make():
-        return {"fn": models.BATCH_MODELS[model], "w": torch.randn(models.FEATURES, models.FEATURES) * 0.3,
-                "xs": [torch.randn(b, models.FEATURES) for b in batches]}
+        return {"model": model, "w": torch.randn(models.FEATURES, models.FEATURES) * 0.3,
+                "xs": [torch.randn(batch, models.FEATURES) for batch, _ in calls],
+                "scales": [scale for _, scale in calls]}
     return Case(name, seeded_build(seed, make), description)
 
 
-def compile_once_artifact(function, built) -> dict:
+class _CountingBackend:
+    """Counts its compiles, and the runs of what it compiled."""
+
+    def __init__(self):
+        self.compiles, self.runs = 0, 0
+
+    def __call__(self, gm, example_inputs):
+        self.compiles += 1
+
+        def run(*args):
+            self.runs += 1
+            return gm.forward(*args)
+        return run
+
+
+def storm_artifact(function, built) -> dict:
+    """Sandbox side: the learner's ``run`` over the case's calls; the backend's compiles and
+    runs, and the graphs Dynamo itself counted."""
+    fn, backend = models.STORM_MODELS[built["model"]], _CountingBackend()
     torch._dynamo.reset()
-    counter = CompileCounter()
+    graphs_before = counters["stats"]["unique_graphs"]
     try:
-        compiled = function(built["fn"], counter)
+        run = function(fn, backend)
         with models.quiet_dynamo():
-            outputs = [compiled(x.clone(), built["w"]) for x in built["xs"]]
+            outputs = [run(x.clone(), built["w"], scale) for x, scale in zip(built["xs"], built["scales"])]
     finally:
         torch._dynamo.reset()
     if not all(type(o) is torch.Tensor for o in outputs):
-        return {"error": f"compile_once 返回的函数应返回张量，实际返回了 {short(outputs[0])}。"}
-    return {"outputs": [o.detach() for o in outputs], "frames": counter.frame_count}
+        return {"error": f"storm_free 返回的函数应返回张量，实际返回了 {short(outputs[0])}。"}
+    return {"outputs": [o.detach() for o in outputs], "compiles": backend.compiles, "runs": backend.runs,
+            "dynamo_graphs": counters["stats"]["unique_graphs"] - graphs_before}
 
 
-def _compare_compile_once(expected, got) -> Verdict:
+def _compare_storm(expected, got) -> Verdict:
     if (error := artifact_error(got)) is not None:
         return error
     verdict = compare_outputs(expected["outputs"], got["outputs"])
     if not verdict.ok:
-        return Verdict(False, "某个批大小的输出与原函数不同。", verdict.expected, verdict.got)
-    return compare_equal(1, got["frames"], "后端应恰好被调用 1 次（frame_count == 1）：0 次说明没有编译，"
-                                           "多于 1 次说明某个批大小触发了重新编译。")
-
-
-def _random_batches(rng: random.Random) -> list[int]:
-    first = rng.choice([models.FEATURES, rng.randint(2, 64)])
-    return [first] + [rng.randint(2, 64) for _ in range(rng.randint(3, 5))]
-
-
-EXERCISES.append(Exercise(
-    id="05.compile_once", title="一次编译，覆盖批大小 2–64",
-    stub=(
-        'def compile_once(fn, backend):\n'
-        '    """返回 run(x, w)：结果与 fn(x, w) 相同，批大小 2–64 任意变化时 backend 恰好被调用一次。"""'),
-    points=2,
-    public_cases=lambda: [
-        _batch_case("mlp-8-first", "batch_mlp", [8, 16, 3, 64], 0, "第一个批大小恰好等于特征维 8"),
-        _batch_case("positions-8-first", "batch_positions", [8, 2, 40, 17], 1, "x.shape[0] 参与 Python 计算"),
-        _batch_case("halves-8-first", "batch_halves", [8, 9, 64, 2], 2, "在 x.shape[0] // 2 处切片"),
-    ],
-    random_cases=lambda rng: [
-        _batch_case(f"hidden-{i}", rng.choice(sorted(models.BATCH_MODELS)), _random_batches(rng), rng.randrange(10**6))
-        for i in range(1)
-    ],
-    produce=compile_once_artifact, compare=_compare_compile_once,
-    hint="dynamic=None 先编译一张静态图；dynamic=True 把所有维度都当作动态，第一个批大小等于 8 时会和特征维"
-         "“鸭子合并”(duck sizing) 成同一个符号。只把 x 的第 0 维标为动态：在调用编译后的函数之前 torch._dynamo.mark_dynamic(x, 0)。",
-))
-
-
-# --- 05.cache_lookup ----------------------------------------------------------------------------
-
-def _lookup_case(name: str, setup: list[dict], probes: list[dict], description: str = "") -> Case:
-    return Case(name, lambda: {"setup": [dict(c) for c in setup], "probes": [dict(c) for c in probes]}, description)
-
-
-def lookup_artifact(function, built) -> dict:
-    """Sandbox side: compile ``scale_shift`` on the setup calls, then for each probe ask the
-    learner which cache entry it would run, and run it."""
-    torch._dynamo.reset()
-    counter = CompileCounter()
-    compiled = torch.compile(models.scale_shift, backend=counter)
-    answers, compiled_flags = [], []
-    try:
-        with models.quiet_dynamo():
-            for spec in built["setup"]:
-                compiled(*models.make_call(spec))
-            for spec in built["probes"]:
-                answers.append(function(models.scale_shift, models.make_call(spec)))
-                before = counter.frame_count
-                compiled(*models.make_call(spec))
-                compiled_flags.append(counter.frame_count > before)
-    finally:
-        torch._dynamo.reset()
-    if not all(a is None or type(a) is str for a in answers):
-        return {"error": f"cached_entry 应返回编译 id 字符串（如 '0/1'）或 None，实际返回了 {short(answers)}。"}
-    return {"answers": answers, "compiled": compiled_flags}
-
-
-def _compare_lookup(expected, got) -> Verdict:
-    if (error := artifact_error(got)) is not None:
-        return error
-    for index, (e, g) in enumerate(zip(expected["answers"], got["answers"])):
-        if e != g:
-            return Verdict(False, f"第 {index} 个探测调用选中的缓存条目不同（None 表示没有条目的守卫通过，调用会重新编译；"
-                                  f"这次调用实际{'重新编译了' if got['compiled'][index] else '命中了缓存'}）。",
-                           short(expected["answers"]), short(got["answers"]))
-    return PASS
-
-
-def _random_lookup(rng: random.Random, index: int) -> Case:
-    calls = models.random_calls(rng, rng.randint(6, 9))
-    split = rng.randint(2, 4)
-    return _lookup_case(f"hidden-{index}", calls[:split], calls[split:])
+        return Verdict(False, "某次调用的输出与原函数不同。", verdict.expected, verdict.got)
+    if got["compiles"] != got["dynamo_graphs"]:
+        return Verdict(False, "后端被调用的次数和 Dynamo 捕获的图数不一致：把 backend 交给 torch.compile，不要自己调用它。",
+                       str(got["dynamo_graphs"]), str(got["compiles"]))
+    verdict = compare_equal(1, got["compiles"], "后端应恰好被调用 1 次：0 次说明没有编译，多于 1 次说明序列里有调用"
+                                                "触发了重新编译——用 recompiles 日志看是哪个守卫失败了。")
+    if not verdict.ok:
+        return verdict
+    return compare_equal(len(expected["outputs"]), got["runs"],
+                         "有的调用没有运行编译好的图（由 Python 直接运行了）：风暴要消除，不是绕开。")
 
 
 EXERCISES.append(Exercise(
-    id="05.cache_lookup", title="用 Python 重做缓存查找：哪个缓存条目会运行",
+    id="05.recompile_storm", title="平息重新编译风暴：批大小与 Python 浮点数",
     stub=(
-        'def cached_entry(fn, args: tuple):\n'
-        '    """返回调用 fn(*args) 时会运行的缓存条目的编译 id（如 "0/1"），没有条目的守卫通过则返回 None。"""'),
+        'def storm_free(fn, backend):\n'
+        '    """返回 run(x, w, scale)：结果与 fn(x, w, scale) 相同；批大小 1–64、scale 任意变化时 backend 恰好被调用一次，'
+        '每次调用都运行编译好的图。"""'),
     points=2,
     public_cases=lambda: [
-        _lookup_case("two-accept", [_spec(n=2), _spec(n=5)], [_spec(n=2), _spec(n=7), _spec(size=6)],
-                     "静态条目和动态条目都接受 n=2：先检查的那个胜出"),
-        _lookup_case("flags", [_spec(), _spec(n=5), _spec(n=2, flag=False)],
-                     [_spec(), _spec(n=7, flag=False), _spec(dtype="float64"), _spec(dtype="float64")],
-                     "bool 与 dtype 的守卫；第二次 float64 命中刚编译的条目"),
+        _storm_case("mlp-8-first", "storm_mlp", [(8, 0.5), (16, 0.25), (3, 1.5), (1, 0.7), (40, 0.3)], 0,
+                    "第一个批大小等于特征维 8；有批大小 1；scale 每次都变"),
+        _storm_case("positions-1-first", "storm_positions", [(1, 1.0), (5, 1.0), (64, 1.0), (2, 1.0)], 1,
+                    "第一个批大小是 1；scale 不变；x.shape[0] 参与 Python 计算"),
+        _storm_case("halves-scales", "storm_halves", [(6, 0.5), (9, 2.0), (12, 0.1), (7, 0.5)], 2,
+                    "批大小都 ≥ 2；scale 每次都变"),
     ],
-    random_cases=lambda rng: [_random_lookup(rng, i) for i in range(2)],
-    produce=lookup_artifact, compare=_compare_lookup,
-    hint="_debug_get_cache_entry_list(fn) 按 C 代码检查的顺序（最近命中的在前）列出缓存条目；把参数按 fn.__code__.co_varnames "
-         "配成 {名字: 值} 的 dict，交给 entry.guard_manager.check(...)；第一个返回 True 的条目的 str(entry.compile_id) 就是答案，"
-         "都不通过则返回 None。",
+    designed_cases=lambda: [
+        _storm_case("designed-one-in-the-middle", "storm_mlp", [(5, 1.0), (1, 1.0), (1, 1.0), (33, 1.0)], 100),
+        _storm_case("designed-same-batch-new-scales", "storm_positions", [(8, 0.5), (8, 0.75), (8, 1.25)], 101),
+        _storm_case("designed-eight-then-one", "storm_halves", [(8, 0.5), (2, 0.5), (1, 2.0), (64, 0.5)], 102),
+    ],
+    produce=storm_artifact, compare=_compare_storm,
+    hint="先不改任何东西，打开 recompiles 日志跑一遍，逐条读失败的守卫：每一类失败对应第 4 节里的一个机制。"
+         "张量的一维可以在调用前标记；有的尺寸值在编译时“没有来历”，于是也就没有 0/1 特化；"
+         "一个 Python 数要么被烧进图、要么成为图的输入——张量总是输入。",
 ))

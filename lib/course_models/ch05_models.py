@@ -1,12 +1,15 @@
 """Programs and measurements for chapter 05 (TorchDynamo), shared by the notebook and the grader.
 
-* *Programs as source text*: the grader draws random straight-line tensor programs and
-  programs with graph breaks from a seed, and ships their source (plain data) to the
+* *Programs as source text*: the grader draws random straight-line tensor programs from a
+  seed, has programs with graph breaks, and ships their source (plain data) to the
   sandbox; :func:`load_program` turns the text back into a function there.
 * :func:`scale_shift` is the function whose guards chapter 05 predicts and reads;
   :func:`measure_compiles` compiles it and reports which calls compiled.
-* ``BATCH_MODELS`` use the batch size in Python (``x.shape[0]``): the "compile once for
-  every batch size" exercise.
+* ``BATCH_MODELS`` use the batch size in Python (``x.shape[0]``); ``STORM_MODELS`` also
+  take a Python float: the recompile-storm exercise.
+* :func:`blend` reads a tensor, an optional tensor, a number, a string and a list, and
+  ignores one argument: the guard-generator exercise; :func:`make_blend_call` builds its
+  arguments from plain data.
 * :func:`transformed_code` records what Dynamo put in place of a function's bytecode;
   :func:`dynamo_log` collects what Dynamo logs (warnings, graph-break reasons) as text.
 
@@ -26,9 +29,9 @@ import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounter
 
-__all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS",
-           "random_break_program", "scale_shift", "make_call", "measure_compiles", "BATCH_MODELS",
-           "FEATURES", "transformed_code", "quiet_dynamo", "dynamo_log"]
+__all__ = ["load_program", "STRAIGHT_LINE_PROGRAMS", "random_straight_line", "BREAK_PROGRAMS", "scale_shift",
+           "make_call", "measure_compiles", "BATCH_MODELS", "FEATURES", "STORM_MODELS", "blend", "make_blend_call",
+           "transformed_code", "quiet_dynamo", "dynamo_log"]
 
 
 _PROGRAM_FILE = "<program>"  # the file name of every program's code
@@ -107,7 +110,7 @@ def random_straight_line(rng: random.Random, name: str, inputs: int = 2, lines: 
     return _PROGRAM_IMPORTS + f"def {name}({', '.join(values[:inputs])}):\n" + "\n".join(body) + "\n"
 
 
-# --- programs with graph breaks (05.bytecode_inspector) ---------------------------------
+# --- programs with graph breaks (section 2.4, 05.aten_histogram) ------------------------
 
 BREAK_PROGRAMS = {
     "one_print": '''
@@ -138,23 +141,6 @@ def no_break(x):
     return torch.tanh(x) * 2 - 1
 ''',
 }
-
-_BREAKS = ["    torch._dynamo.graph_break()", '    print("checkpoint")']
-_SEGMENT_LINES = ["    x = x * {c}", "    x = torch.relu(x) + {c}", "    x = x.sin()", "    x = torch.tanh(x - {c})"]
-
-
-def random_break_program(rng: random.Random, name: str) -> str:
-    """Source of a function with 0–3 graph breaks, sometimes one on a value-dependent ``if``."""
-    lines = [f"def {name}(x):"]
-    for segment in range(rng.randint(1, 4)):
-        if segment:
-            lines.append(rng.choice(_BREAKS))
-        lines += [rng.choice(_SEGMENT_LINES).format(c=rng.choice([0.5, 2.0])) for _ in range(rng.randint(1, 2))]
-    if rng.random() < 0.4:
-        lines += ["    if x.sum() > 0:", "        x = x * 3", "    else:", "        x = x - 3"]
-    lines.append("    return x + 1")
-    return "\n".join(lines) + "\n"
-
 
 @contextlib.contextmanager
 def quiet_dynamo():
@@ -208,7 +194,7 @@ def transformed_code(fn, *args) -> list:
     return pairs
 
 
-# --- guards (05.guard_predictor, 05.cache_lookup) ------------------------------------------
+# --- guards (05.guard_predictor) -----------------------------------------------------------
 
 def scale_shift(x, n, flag):
     """What chapter 05's guards protect: a tensor, a Python int and a Python bool."""
@@ -268,7 +254,7 @@ def random_calls(rng: random.Random, count: int, sizes: tuple = (3, 4, 6, 8)) ->
     return calls
 
 
-# --- dynamic shapes (05.compile_once) --------------------------------------------------------
+# --- dynamic shapes (section 4, 05.recompile_storm) -------------------------------------------
 
 FEATURES = 8  # the feature dimension of every batch model: the batch size may equal it (duck sizing)
 
@@ -292,3 +278,54 @@ def batch_halves(x, w):
 
 
 BATCH_MODELS = {"batch_mlp": batch_mlp, "batch_positions": batch_positions, "batch_halves": batch_halves}
+
+
+def storm_mlp(x, w, scale):
+    """A layer scaled by a Python float, then centring over the batch."""
+    h = torch.tanh(x @ w) * scale
+    return h - h.mean(dim=0)
+
+
+def storm_positions(x, w, scale):
+    """Adds each row's position divided by the batch size: ``x.shape[0]`` as a Python number."""
+    positions = torch.arange(x.shape[0], dtype=x.dtype).unsqueeze(1) / x.shape[0]
+    return torch.relu(x @ w) * scale + positions
+
+
+def storm_halves(x, w, scale):
+    """Swaps the two halves of the batch (slicing at ``x.shape[0] // 2``), then scales."""
+    half = x.shape[0] // 2
+    return torch.cat([x[half:], x[:half]]) @ w * scale
+
+
+STORM_MODELS = {"storm_mlp": storm_mlp, "storm_positions": storm_positions, "storm_halves": storm_halves}
+
+
+# --- one cache entry's guards (05.guard_generator) ---------------------------------------------
+
+def blend(x, y, alpha, mode, shifts, note):
+    """What chapter 05's guard generator guards: ``note`` is never read."""
+    out = x * alpha
+    if y is not None:
+        out = out + y
+    if mode == "relu":
+        out = torch.relu(out)
+    for shift in shifts:
+        out = out.roll(shift, 0)
+    return out
+
+
+def make_tensor(spec: dict) -> torch.Tensor:
+    """A tensor from ``{"shape": [4, 4], "dtype": "float32", "requires_grad": False,
+    "transposed": False, "fill": 1.0}``: ``transposed`` gives the same shape with swapped
+    strides (a transposed view), ``fill`` scales its values."""
+    shape = list(spec["shape"])
+    values = torch.linspace(-1, 1, torch.Size(shape).numel(), dtype=DTYPES[spec["dtype"]]) * spec["fill"]
+    tensor = values.reshape(shape[::-1]).t() if spec["transposed"] else values.reshape(shape)
+    return tensor.requires_grad_(spec["requires_grad"])
+
+
+def make_blend_call(spec: dict) -> dict:
+    """:func:`blend`'s arguments by name, from plain data: tensors as :func:`make_tensor`
+    specs (``y`` may be None), the rest as they are."""
+    return {**spec, "x": make_tensor(spec["x"]), "y": None if spec["y"] is None else make_tensor(spec["y"])}

@@ -21,14 +21,16 @@ import torch.fx as fx
 from torch._dynamo.utils import counters
 from torch._C._dynamo.eval_frame import get_eval_frame_callback
 from torch._dynamo import config, convert_frame, eval_frame, symbolic_convert, trace_rules, variables
+from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.convert_frame import register_bytecode_hook
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._dynamo.testing import CompileCounter
 from torch._subclasses.fake_tensor import FakeTensor
 
-from course_models.ch05_models import (BATCH_MODELS, BREAK_PROGRAMS, FEATURES, STRAIGHT_LINE_PROGRAMS, dynamo_log,
-                                       load_program, quiet_dynamo, scale_shift, transformed_code)
-from facts import backs, fresh_dynamo, guards_text, logged, recording, tlparse_report, torch_trace_logs
+from course_models.ch05_models import (BATCH_MODELS, BREAK_PROGRAMS, FEATURES, STORM_MODELS, STRAIGHT_LINE_PROGRAMS,
+                                       blend, dynamo_log, load_program, quiet_dynamo, scale_shift, transformed_code)
+from facts import (backs, fresh_dynamo, function_source, guards_text, logged, recording, tlparse_report,
+                   torch_trace_logs)
 
 pytestmark = pytest.mark.usefixtures(fresh_dynamo.__name__)
 
@@ -574,19 +576,87 @@ def test_the_two_branches_resume_functions_share_a_code_name():
     assert resumes[0].co_name == resumes[1].co_name and resumes[0].co_name.startswith("torch_dynamo_resume_in_value_branch_at_")
 
 
-@backs("notebooks/05_dynamo.ipynb", "用 `print` 或 `graph_break()` 中断时，续行函数的个数等于中断次数")
-def test_print_and_graph_break_leave_one_resume_function_per_break():
-    for name, breaks in (("one_print", 1), ("two_breaks", 2)):
-        pairs = transformed_code(load_program(BREAK_PROGRAMS[name]), torch.randn(4))
-        resumes = sum(len({n for n in loaded_globals(new) if n.startswith("__resume_at")}) for _, new in pairs)
-        with quiet_dynamo():
-            explained = torch._dynamo.explain(load_program(BREAK_PROGRAMS[name]))(torch.randn(4))
-        assert resumes == breaks == explained.graph_break_count
+# --- 2.5 the ATen graph behind a backend ------------------------------------------------------------
+
+def aten_graphs(fn, *args, **aot_options) -> list[fx.GraphModule]:
+    """The graphs AOTAutograd hands its forward compiler while ``fn`` compiles and runs twice."""
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    compiled = torch.compile(fn, backend=aot_autograd(fw_compiler=keep, **aot_options))
+    with quiet_dynamo():
+        compiled(*args)
+        compiled(*args)
+    return graphs
 
 
-@backs("notebooks/05_dynamo.ipynb", "`explain` 只数一次中断")
-def test_explain_counts_one_break_for_a_value_branch():
-    assert torch._dynamo.explain(load_program(BREAK_PROGRAMS["value_branch"]))(torch.ones(4)).graph_break_count == 1
+def aten_targets(gm) -> list[str]:
+    return [str(node.target) for node in gm.graph.nodes if node.op == "call_function"]
+
+
+@backs("notebooks/05_dynamo.ipynb", "记下的每个节点都是一个 **ATen 算子重载**（operator overload），例如 `aten.mm.default`")
+def test_aot_autograd_hands_its_compiler_one_aten_graph_of_op_overloads_per_dynamo_graph():
+    graphs = aten_graphs(load_program(BREAK_PROGRAMS["two_breaks"]), torch.randn(4))
+    assert [aten_targets(gm) for gm in graphs] == [["aten.mul.Tensor"], ["aten.relu.default", "aten.add.Tensor"],
+                                                   ["aten.sum.default"]]
+    assert all(isinstance(node.target, torch._ops.OpOverload) for gm in graphs for node in gm.graph.nodes
+               if node.op == "call_function")
+    assert str(torch.ops.aten.mm.default) == "aten.mm.default" and str(torch.ops.aten.mean) == "aten.mean"
+
+
+@backs("notebooks/05_dynamo.ipynb", "AOTAutograd 用假张量把这张图再追踪一遍")
+def test_aot_autograd_traces_with_fake_tensors():
+    seen = []
+
+    def keep(gm, example_inputs):
+        seen.extend(example_inputs)
+        return gm.forward
+    torch.compile(sin_affine, backend=aot_autograd(fw_compiler=keep))(torch.randn(4))
+    assert seen and all(isinstance(value, FakeTensor) for value in seen)
+
+
+@backs("notebooks/05_dynamo.ipynb", "`F.linear` 是转置加一次 `addmm`")
+def test_linear_is_a_transpose_and_an_addmm_in_aten():
+    def linear(x, w, b):
+        return torch.nn.functional.linear(x, w, b)
+    gm, = aten_graphs(linear, torch.randn(4, 4), torch.randn(4, 4), torch.randn(4))
+    assert aten_targets(gm) == ["aten.t.default", "aten.addmm.default"]
+
+
+@backs("notebooks/05_dynamo.ipynb", "这里只用 AOTAutograd 的默认行为")
+def test_aot_autograd_decomposes_only_when_given_a_decomposition_table():
+    from torch._decomp import core_aten_decompositions
+
+    def linear_silu(x, w):
+        return torch.nn.functional.silu(torch.nn.functional.linear(x, w))
+    args = torch.randn(4, 4), torch.randn(4, 4)
+    default, = aten_graphs(linear_silu, *args)
+    torch._dynamo.reset()
+    core, = aten_graphs(linear_silu, *args, decompositions=core_aten_decompositions())
+    assert aten_targets(default) == ["aten.t.default", "aten.mm.default", "aten.silu.default"]
+    assert aten_targets(core) == ["aten.permute.default", "aten.mm.default", "aten.sigmoid.default", "aten.mul.Tensor"]
+
+
+@backs("notebooks/05_dynamo.ipynb", "需要梯度时它还生成反向图")
+def test_aot_autograd_compiles_a_backward_graph_when_gradients_are_needed():
+    compiled = []
+
+    def keep(kind):
+        def compiler(gm, example_inputs):
+            compiled.append(kind)
+            return gm.forward
+        return compiler
+    backend = aot_autograd(fw_compiler=keep("forward"), bw_compiler=keep("backward"))
+    torch.compile(sin_affine, backend=backend)(torch.randn(4, requires_grad=True)).sum().backward()
+    assert compiled == ["forward", "backward"]
+
+
+@backs("notebooks/05_dynamo.ipynb", "Inductor 自己也是这样接上 Dynamo 的")
+def test_inductor_joins_dynamo_through_aot_autograd():
+    source = function_source(TORCH_ROOT / "_inductor" / "compile_fx.py", "_compile_fx_main")
+    assert "dynamo_common.aot_autograd(" in source
 
 
 # --- 3. guards -----------------------------------------------------------------------------------
@@ -757,6 +827,38 @@ def test_eager_on_recompile_hands_c_false_which_looks_up_but_never_compiles():
     assert counter.frame_count == 1 and len(runs) == 2
 
 
+def blend_example() -> dict:
+    return {"x": torch.randn(4, 4), "y": None, "alpha": 2, "mode": "none", "shifts": [1, 2], "note": "first"}
+
+
+def blend_entry(example: dict):
+    torch.compile(blend, backend=CompileCounter())(**example)
+    entry, = _debug_get_cache_entry_list(blend)
+    return entry
+
+
+@backs("notebooks/05_dynamo.ipynb", "`GuardBuilder`（`guards.py`，第 5 节）就在它的来历上加相应的守卫：图依赖的东西守住，图不依赖的不守")
+def test_blends_guards_follow_what_the_trace_read():
+    blend_entry(blend_example())
+    text = guards_text(blend)
+    assert "NONE_MATCH: L['y'] is None" in text and "EQUALS_MATCH: L['mode'] == 'none'" in text
+    assert "LENGTH_CHECK: len(L['shifts']) == 2" in text and "EQUALS_MATCH: L['shifts'][0] == 1" in text
+    assert "L['note']" not in text
+
+
+@backs("notebooks/05_dynamo.ipynb", "所以守卫是\"这张图在哪些假设下是对的\"的清单")
+def test_blends_entry_accepts_new_values_and_another_note_only():
+    example = blend_example()
+    entry = blend_entry(example)
+    accepted = {label: entry.guard_manager.check({**example, **change}) for label, change in {
+        "values": {"x": torch.randn(4, 4)}, "note": {"note": None}, "transposed": {"x": torch.randn(4, 4).t()},
+        "grad": {"x": torch.randn(4, 4, requires_grad=True)}, "float alpha": {"alpha": 2.0},
+        "other string": {"mode": "tanh"}, "tuple": {"shifts": (1, 2)}, "element": {"shifts": [1, 3]},
+        "y": {"y": torch.randn(4)}}.items()}
+    assert accepted == {"values": True, "note": True, "transposed": False, "grad": False, "float alpha": False,
+                        "other string": False, "tuple": False, "element": False, "y": False}
+
+
 # --- 4. dynamic shapes ---------------------------------------------------------------------------
 
 @backs("notebooks/05_dynamo.ipynb", "一开始就把**所有**尺寸（和整数参数）当作动态")
@@ -914,6 +1016,66 @@ def test_torch_check_decides_the_branch_and_becomes_a_runtime_assert():
     assert "zeros" not in code and "_assert_scalar" in code and "u0 > 0" in code
 
 
+STORM_CALLS = [(8, 0.5), (16, 0.25), (3, 1.5), (1, 0.7), (40, 0.3)]
+
+
+def storm_compiles(prepare=lambda x, scale: (x, scale)) -> tuple[int, list[str]]:
+    """Compiles of ``storm_mlp`` over the chapter's calls, and the failed guards logged."""
+    w = torch.randn(FEATURES, FEATURES)
+    counter = CompileCounter()
+    compiled = torch.compile(STORM_MODELS["storm_mlp"], backend=counter)
+    with dynamo_log("recompiles") as messages:
+        for batch, scale in STORM_CALLS:
+            x, scale = prepare(torch.randn(batch, FEATURES), scale)
+            compiled(x, w, scale)
+    failures = [line.strip() for message in messages for line in message.splitlines()]
+    return counter.frame_count, [line for line in failures if line.startswith("- 0/")]
+
+
+def marked_dynamic(x, scale):
+    torch._dynamo.mark_dynamic(x, 0)
+    return x, scale
+
+
+@backs("notebooks/05_dynamo.ipynb", "每修好一类失败的守卫，日志里会出现下一类")
+def test_each_fix_of_the_storm_shows_the_next_failing_guard():
+    count, failures = storm_compiles()
+    assert count == 3 and "size mismatch at index 0" in failures[0] and "2 <= x.size()[0]" in failures[1]
+    torch._dynamo.reset()
+    count, failures = storm_compiles(marked_dynamic)
+    assert count == 3 and failures[0].startswith("- 0/0: scale == 0.5")
+    torch._dynamo.reset()
+    count, failures = storm_compiles(lambda x, scale: marked_dynamic(x, torch.tensor(scale)))
+    assert count == 2 and failures[0].startswith("- 0/0: 2 <= x.size()[0]")
+
+
+@backs("notebooks/05_dynamo.ipynb", "一个 Python 浮点数先被当作常量特化，第二个值出现时才变成动态的；传成张量，它从一开始就是图的输入")
+def test_a_float_is_specialised_then_dynamic_and_a_tensor_scale_never_recompiles():
+    w, x = torch.randn(FEATURES, FEATURES), torch.randn(4, FEATURES)
+    for scale_of, expected in ((float, 2), (torch.tensor, 1)):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        compiled = torch.compile(STORM_MODELS["storm_mlp"], backend=counter)
+        for scale in (0.5, 0.25, 1.5):
+            compiled(x, w, scale_of(scale))
+        assert counter.frame_count == expected
+    graphs = []
+    torch._dynamo.reset()
+    compiled = torch.compile(STORM_MODELS["storm_mlp"], backend=recording(graphs))
+    for scale in (0.5, 0.25):
+        compiled(x, w, scale)
+    assert [len([n for n in gm.graph.nodes if n.op == "placeholder"]) for gm in graphs] == [2, 3]
+
+
+@backs("notebooks/05_dynamo.ipynb", "`mark_unbacked` 标记的维度也没有 0/1 特化")
+@backs("notebooks/05_dynamo.ipynb", "`torch._dynamo.decorators` 里除了 `mark_dynamic`、`mark_static` 还有别的标记")
+def test_an_unbacked_batch_and_a_tensor_scale_compile_the_storm_once():
+    def unbacked(x, scale):
+        torch._dynamo.decorators.mark_unbacked(x, 0)
+        return x, torch.tensor(scale)
+    assert storm_compiles(unbacked) == (1, [])
+
+
 # --- 5. source files -------------------------------------------------------------------------------
 
 @backs("notebooks/05_dynamo.ipynb", "在 2.13 的源码里找到 `eval_frame.py`、`convert_frame.py`、`symbolic_convert.py`、`guards.py` 和 C 代码 `eval_frame.c` 的职责")
@@ -943,6 +1105,18 @@ def test_the_wheel_ships_the_dynamo_headers_but_not_the_sources():
 def test_extra_state_declares_lookup_move_to_front_and_create_cache_entry():
     header = (DYNAMO_HEADERS / "extra_state.h").read_text()
     assert "void lookup(" in header and "move_to_front(" in header and "create_cache_entry(" in header
+
+
+@backs("notebooks/05_dynamo.ipynb", "和 Python 里的 `entry.guard_manager.check(局部变量字典)` 是同一个检查")
+def test_a_call_recompiles_exactly_when_no_entrys_guard_manager_check_passes():
+    counter = CompileCounter()
+    compiled = torch.compile(scale_shift, backend=counter)
+    for n, flag, size in [(2, True, 4), (5, True, 4), (2, False, 4), (7, True, 6), (2, False, 4), (3, True, 1)]:
+        frame_locals = {"x": ones_x(size), "n": n, "flag": flag}
+        passes = any(entry.guard_manager.check(frame_locals) for entry in _debug_get_cache_entry_list(scale_shift))
+        before = counter.frame_count
+        compiled(*frame_locals.values())
+        assert passes == (counter.frame_count == before)
 
 
 @backs("notebooks/05_dynamo.ipynb", "和第 2.3 节钩子拿到的是同一份")

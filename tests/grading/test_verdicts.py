@@ -19,7 +19,7 @@ is called and judged once, and its verdict counts for every seed.
 import pytest
 import torch
 
-from answers import REPLACED_LATER, RIGHT_ANSWERS, WRONG_ANSWERS
+from answers import RIGHT_ANSWERS, WRONG_ANSWERS
 from grader import chapters
 from grader.grading.judge import PlannedCase, exercise_cases, judge_exercise
 from grader.grading.results import ExerciseResult
@@ -76,16 +76,15 @@ REFERENCES = [(e.id, e.reference_function) for e in EXERCISES]
 def test_catalogue_has_misconceptions_and_a_right_answer_for_every_exercise(exercise):
     wrong = [a for a in WRONG_ANSWERS if a.exercise_id == exercise.id]
     right = [a for a in RIGHT_ANSWERS if a.exercise_id == exercise.id]
-    needed = 1 if exercise.id in REPLACED_LATER else MIN_MISCONCEPTIONS
-    assert len(wrong) >= needed, f"{exercise.id}: {len(wrong)} catalogued wrong answers, need {needed}"
+    assert len(wrong) >= MIN_MISCONCEPTIONS, \
+        f"{exercise.id}: {len(wrong)} catalogued wrong answers, need {MIN_MISCONCEPTIONS}"
     assert len({a.misconception for a in wrong}) == len(wrong) and all(a.misconception.strip() for a in wrong)
-    assert exercise.id in REPLACED_LATER or right, f"{exercise.id}: no correct answer written differently"
+    assert right, f"{exercise.id}: no correct answer written differently"
 
 
 def test_catalogue_names_only_declared_exercises():
     declared = {e.id for e in EXERCISES}
     assert {a.exercise_id for a in WRONG_ANSWERS + RIGHT_ANSWERS} <= declared
-    assert REPLACED_LATER <= declared
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
@@ -104,10 +103,9 @@ def test_wrong_answer_is_rejected_on_every_seed(answer):
         assert public.passed, f"catalogued as hidden-only, but the public cases reject it: {describe(public)}"
     else:
         assert not public.passed, f"the public cases accept it ({answer.misconception})"
-    if exercise.id not in REPLACED_LATER:
-        designed = [PlannedCase(case, True) for case in exercise.designed_cases()]
-        assert designed and not judged(exercise, answer.function, designed).passed, \
-            f"no designed hidden case rejects it ({answer.misconception})"
+    designed = [PlannedCase(case, True) for case in exercise.designed_cases()]
+    assert designed and not judged(exercise, answer.function, designed).passed, \
+        f"no designed hidden case rejects it ({answer.misconception})"
     for seed in SEEDS:
         result = judged(exercise, answer.function, exercise_cases(exercise, include_hidden=True, seed=seed))
         assert result.points < result.max_points, f"seed {seed}: full marks ({answer.misconception})"

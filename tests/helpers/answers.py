@@ -15,10 +15,6 @@ import importlib
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-# Exercises that a later issue replaces (they transcribe what their section shows); they
-# keep their wrong answers, but need no catalogue of three.
-REPLACED_LATER = frozenset({"05.bytecode_inspector", "05.compile_once", "05.cache_lookup"})
-
 
 class Wrong(NamedTuple):
     exercise_id: str

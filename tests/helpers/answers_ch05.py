@@ -10,11 +10,11 @@ depends on the Python running them: a tracer that assumes 3.11's opcodes is wron
 import dis
 import operator
 import sys
+from collections import Counter
 
 import torch
 import torch.fx as fx
-from torch._dynamo.convert_frame import register_bytecode_hook
-from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+from torch._dynamo.backends.common import aot_autograd
 
 
 # --- 05.bytecode_tracer ---------------------------------------------------------------
@@ -756,52 +756,264 @@ def predict_recompiles_value_sets(calls, dynamic):
     return result
 
 
-# --- 05.bytecode_inspector, 05.compile_once, 05.cache_lookup ------------------------------
+# --- 05.aten_histogram --------------------------------------------------------------------
 
-def inspect_bytecode_first_frame_only(fn, args):
-    """Keeps only the first transformed frame: misses the resume functions' frames."""
-    pairs = []
-    handle = register_bytecode_hook(lambda code, new_code: pairs.append((code, new_code)))
-    try:
-        torch.compile(fn, backend="eager")(*args)
-    finally:
-        handle.remove()
-    code, new_code = pairs[0]
-    names = {i.argval for i in dis.get_instructions(new_code) if i.opname == "LOAD_GLOBAL"}
-    return [{"name": code.co_name, "compiled": sum(n.startswith("__compiled_fn") for n in names),
-             "resumes": sum(n.startswith("__resume_at") for n in names)}]
+def _call_function_counts(gm) -> dict:
+    return dict(Counter(str(node.target) for node in gm.graph.nodes if node.op == "call_function"))
 
 
-def inspect_bytecode_from_explain(fn, args):
-    """Counts graphs and breaks with ``explain`` instead of reading the new bytecode."""
-    explained = torch._dynamo.explain(fn)(*args)
-    return [{"name": fn.__code__.co_name, "compiled": explained.graph_count,
-             "resumes": explained.graph_break_count}]
+def aten_histogram_backend_dynamo_level(report):
+    """Counts the graph Dynamo hands the backend, as chapter 01's recorder did."""
+    def backend(gm, example_inputs):
+        report.append(dict(Counter(node.target if node.op == "call_method" else node.target.__name__
+                                   for node in gm.graph.nodes if node.op in ("call_function", "call_method"))))
+        return gm.forward
+    return backend
 
 
-def compile_once_dynamic_true(fn, backend):
-    """``dynamic=True``: every dimension symbolic, so a batch of 8 is duck-sized with the features."""
+def aten_histogram_backend_one_for_the_function(report):
+    """Adds every graph's ops into one histogram for the whole function."""
+    def count(gm, example_inputs):
+        if not report:
+            report.append({})
+        for name, number in _call_function_counts(gm).items():
+            report[0][name] = report[0].get(name, 0) + number
+        return gm.forward
+    return aot_autograd(fw_compiler=count)
+
+
+def aten_histogram_backend_every_node(report):
+    """Counts placeholders and the output as ops too."""
+    def count(gm, example_inputs):
+        report.append(dict(Counter(str(node.target) for node in gm.graph.nodes)))
+        return gm.forward
+    return aot_autograd(fw_compiler=count)
+
+
+def aten_histogram_backend_at_each_run(report):
+    """Notes the histogram each time the compiled graph runs, not once when it is compiled."""
+    def count(gm, example_inputs):
+        def run(*args):
+            report.append(_call_function_counts(gm))
+            return gm(*args)
+        return run
+    return aot_autograd(fw_compiler=count)
+
+
+def aten_histogram_backend_core_aten(report):
+    """Asks AOTAutograd for the Core ATen decompositions, as if that were the default."""
+    from torch._decomp import core_aten_decompositions
+
+    def count(gm, example_inputs):
+        report.append(_call_function_counts(gm))
+        return gm.forward
+    return aot_autograd(fw_compiler=count, decompositions=core_aten_decompositions())
+
+
+def aten_histogram_backend_make_fx(report):
+    """Traces Dynamo's graph to ATen with make_fx on the example inputs, runs Dynamo's graph."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def backend(gm, example_inputs):
+        report.append(_call_function_counts(make_fx(gm)(*example_inputs)))
+        return gm.forward
+    return backend
+
+
+# --- 05.guard_generator -------------------------------------------------------------------
+
+class _GuardView:
+    """A right guard generator: equal views of the read arguments = the entry accepts. Each
+    wrong generator below overrides the rule it gets wrong."""
+
+    READ = ("x", "y", "alpha", "mode", "shifts")
+
+    def __init__(self, example):
+        self.expected = {name: self.view(name, example[name]) for name in self.READ}
+
+    def accepts(self, call):
+        return all(self.view(name, call[name]) == view for name, view in self.expected.items())
+
+    def view(self, name, value):
+        if isinstance(value, torch.Tensor):
+            return self.tensor(value)
+        if isinstance(value, (list, tuple)):
+            return self.sequence(name, value)
+        return self.constant(name, value)
+
+    def tensor(self, value):
+        return (value.dtype, tuple(value.shape), value.stride(), value.requires_grad)
+
+    def sequence(self, name, value):
+        return type(value), tuple(self.view(name, item) for item in value)
+
+    def constant(self, name, value):
+        return type(value), value
+
+
+class _ShapeAndDtype(_GuardView):
+    def tensor(self, value):
+        return value.dtype, tuple(value.shape)
+
+
+def build_guard_shape_and_dtype_only(example):
+    return _ShapeAndDtype(example).accepts
+
+
+class _EveryArgument(_GuardView):
+    READ = ("x", "y", "alpha", "mode", "shifts", "note")
+
+
+def build_guard_every_argument(example):
+    return _EveryArgument(example).accepts
+
+
+class _TensorValues(_GuardView):
+    def tensor(self, value):
+        return super().tensor(value), tuple(value.detach().flatten().tolist())
+
+
+def build_guard_tensor_values(example):
+    return _TensorValues(example).accepts
+
+
+class _BranchOutcome(_GuardView):
+    def constant(self, name, value):
+        return (name, value == "relu") if name == "mode" else super().constant(name, value)
+
+
+def build_guard_branch_outcome(example):
+    return _BranchOutcome(example).accepts
+
+
+class _ListLength(_GuardView):
+    def sequence(self, name, value):
+        return type(value), len(value)
+
+
+def build_guard_list_length_only(example):
+    return _ListLength(example).accepts
+
+
+class _ValueNotType(_GuardView):
+    def sequence(self, name, value):
+        return tuple(self.view(name, item) for item in value)
+
+    def constant(self, name, value):
+        return value
+
+
+def build_guard_values_not_types(example):
+    return _ValueNotType(example).accepts
+
+
+class _OptionalByNone(_GuardView):
+    def view(self, name, value):
+        return value is None if name == "y" else super().view(name, value)
+
+
+def build_guard_optional_by_none(example):
+    return _OptionalByNone(example).accepts
+
+
+def build_guard_source_predicates(example):
+    """One (source, predicate) pair per guard, built by walking the example like GuardBuilder."""
+    guards = []
+
+    def add(source, value):
+        if isinstance(value, torch.Tensor):
+            meta = (value.dtype, value.shape, value.stride(), value.requires_grad)
+            guards.append((source, lambda v: isinstance(v, torch.Tensor) and
+                           (v.dtype, v.shape, v.stride(), v.requires_grad) == meta))
+        elif value is None:
+            guards.append((source, lambda v: v is None))
+        elif isinstance(value, (list, tuple)):
+            kind, length = type(value), len(value)
+            guards.append((source, lambda v: type(v) is kind and len(v) == length))
+            for index, item in enumerate(value):
+                add(source + (index,), item)
+        else:
+            guards.append((source, lambda v, kind=type(value): type(v) is kind and v == value))
+
+    def read(call, source):
+        value = call[source[0]]
+        for index in source[1:]:
+            value = value[index]
+        return value
+
+    for name in ("x", "y", "alpha", "mode", "shifts"):
+        add((name,), example[name])
+    return lambda call: all(check(read(call, source)) for source, check in guards)
+
+
+# --- 05.recompile_storm -------------------------------------------------------------------
+
+def storm_free_dynamic_true(fn, backend):
+    """``dynamic=True``: every size and number symbolic from the start."""
     return torch.compile(fn, backend=backend, dynamic=True)
 
 
-def compile_once_default(fn, backend):
-    """The default ``dynamic=None``: a static graph first, then a dynamic one."""
+def storm_free_default(fn, backend):
+    """The default ``dynamic=None``: automatic dynamic settles the storm by itself."""
     return torch.compile(fn, backend=backend)
 
 
-def cached_entry_oldest_first(fn, args):
-    """Checks the oldest entry first (compile order), not the order the C lookup uses."""
-    frame_locals = dict(zip(fn.__code__.co_varnames, args))
-    for entry in reversed(_debug_get_cache_entry_list(fn)):
-        if entry.guard_manager.check(frame_locals):
-            return str(entry.compile_id)
-    return None
+def storm_free_mark_dynamic(fn, backend):
+    """Marks the batch dimension dynamic; the Python float stays as it is."""
+    compiled = torch.compile(fn, backend=backend)
+
+    def run(x, w, scale):
+        torch._dynamo.mark_dynamic(x, 0)
+        return compiled(x, w, scale)
+    return run
 
 
-def cached_entry_first_always(fn, args):
-    """Returns the first entry without checking its guards."""
-    entries = _debug_get_cache_entry_list(fn)
-    return str(entries[0].compile_id) if entries else None
+def storm_free_mark_dynamic_tensor_scale(fn, backend):
+    """Marks the batch dimension dynamic and passes the scale as a tensor; a batch of 1 still specialises."""
+    compiled = torch.compile(fn, backend=backend)
+
+    def run(x, w, scale):
+        torch._dynamo.mark_dynamic(x, 0)
+        return compiled(x, w, torch.tensor(scale))
+    return run
+
+
+def storm_free_unbacked_float_scale(fn, backend):
+    """An unbacked batch dimension; the Python float is left to automatic dynamic."""
+    compiled = torch.compile(fn, backend=backend)
+
+    def run(x, w, scale):
+        torch._dynamo.decorators.mark_unbacked(x, 0)
+        return compiled(x, w, scale)
+    return run
+
+
+def storm_free_eager_on_recompile(fn, backend):
+    """Compiles on the first call, then refuses to recompile: misses run in Python."""
+    compiled = torch.compile(fn, backend=backend)
+    calls = []
+
+    def run(x, w, scale):
+        calls.append(None)
+        if len(calls) == 1:
+            return compiled(x, w, scale)
+        with torch.compiler.set_stance("eager_on_recompile"):
+            return compiled(x, w, scale)
+    return run
+
+
+def storm_free_size_oblivious(fn, backend):
+    """A dynamic batch dimension under backed_size_oblivious (no 0/1 specialisation), the
+    scale as a tensor of x's dtype."""
+    import torch.fx.experimental._config as fx_config
+
+    compiled = torch.compile(fn, backend=backend)
+
+    def run(x, w, scale):
+        torch._dynamo.mark_dynamic(x, 0)
+        with fx_config.patch(backed_size_oblivious=True):
+            return compiled(x, w, x.new_tensor(scale))
+    return run
 
 
 WRONG_ANSWERS = [
@@ -837,10 +1049,30 @@ WRONG_ANSWERS = [
     *([("05.bytecode_tracer", bytecode_to_fx_null_always_below,
         "NULL always sits below the callable, as on 3.11/3.12 (3.13's PUSH_NULL puts it above)")]
       if sys.version_info >= (3, 13) else []),
-    ("05.bytecode_inspector", inspect_bytecode_first_frame_only,
-     "only the first transformed frame counts (the resume functions' frames are transformed too)"),
-    ("05.bytecode_inspector", inspect_bytecode_from_explain,
-     "explain's graph and break counts are what the new bytecode calls (one frame, untaken branches)"),
+    ("05.aten_histogram", aten_histogram_backend_dynamo_level,
+     "the graph Dynamo hands a backend is already ATen (it holds torch functions and methods)"),
+    ("05.aten_histogram", aten_histogram_backend_one_for_the_function,
+     "a backend sees the whole function as one graph (each graph break starts a new graph)"),
+    ("05.aten_histogram", aten_histogram_backend_every_node,
+     "every node of the ATen graph is an op (placeholders and the output are not)"),
+    ("05.aten_histogram", aten_histogram_backend_at_each_run,
+     "the backend sees a graph each time it runs (it sees it once, when it is compiled)"),
+    ("05.aten_histogram", aten_histogram_backend_core_aten,
+     "AOTAutograd decomposes to Core ATen by default (only a compiler that asks for it gets it)"),
+    ("05.guard_generator", build_guard_shape_and_dtype_only,
+     "a tensor's guard checks its shape and dtype only (strides and requires_grad too)"),
+    ("05.guard_generator", build_guard_every_argument,
+     "every argument of the frame is guarded (only what the trace read)"),
+    ("05.guard_generator", build_guard_tensor_values,
+     "a tensor's values are guarded (only its metadata: the values are graph inputs)"),
+    ("05.guard_generator", build_guard_branch_outcome,
+     "a string compared in an if is guarded by the branch it took (by its value)"),
+    ("05.guard_generator", build_guard_list_length_only,
+     "a list is guarded by its length only (its elements were baked into the graph too)"),
+    ("05.guard_generator", build_guard_values_not_types,
+     "a constant is guarded by == alone, so 2.0 passes for 2 and a tuple for a list (the type is checked too)"),
+    ("05.guard_generator", build_guard_optional_by_none,
+     "an optional tensor is guarded by being None or not (a tensor gets its own tensor guard)"),
     ("05.guard_predictor", predict_recompiles_tensors_only,
      "Dynamo guards only tensors: the Python int n and bool flag never recompile"),
     ("05.guard_predictor", predict_recompiles_shape_only,
@@ -869,14 +1101,18 @@ WRONG_ANSWERS = [
      "a recompile replaces the cached graph: only the newest entry is checked"),
     ("05.guard_predictor", predict_recompiles_requires_grad_unguarded,
      "the tensor guard checks shape and dtype, not requires_grad"),
-    ("05.compile_once", compile_once_dynamic_true,
-     "dynamic=True compiles once for every batch size (a first batch of 8 is duck-sized with the features)"),
-    ("05.compile_once", compile_once_default,
-     "the default dynamic=None compiles once for every batch size (it compiles static first, then dynamic)"),
-    ("05.cache_lookup", cached_entry_oldest_first,
-     "the C lookup checks entries in compile order (oldest first; it checks the most recently used first)"),
-    ("05.cache_lookup", cached_entry_first_always,
-     "the first entry of the list is the one that runs, whatever its guards say"),
+    ("05.recompile_storm", storm_free_dynamic_true,
+     "dynamic=True makes every call fit one graph (duck sizing and 0/1 specialisation still recompile)"),
+    ("05.recompile_storm", storm_free_default,
+     "automatic dynamic settles the storm by itself (static first, then a recompile per new kind of miss)"),
+    ("05.recompile_storm", storm_free_mark_dynamic,
+     "marking the batch dimension dynamic is the whole fix (the Python float is guarded by value too)"),
+    ("05.recompile_storm", storm_free_mark_dynamic_tensor_scale,
+     "mark_dynamic covers every batch size (a batch of 1 is still specialised)"),
+    ("05.recompile_storm", storm_free_unbacked_float_scale,
+     "a Python float becomes a graph input like a tensor (it is specialised first, then made dynamic)"),
+    ("05.recompile_storm", storm_free_eager_on_recompile,
+     "refusing to recompile cures the storm (the misses then run in Python, not in the graph)"),
 ]
 
 RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
@@ -888,10 +1124,16 @@ RIGHT_ANSWERS = [  # (exercise id, function, how it differs from the reference)
      "Tensor methods recorded as call_function(torch.Tensor.<name>), a deque as the stack"),
     ("05.bytecode_tracer", bytecode_to_fx_with_proxies,
      "fx.Proxy values on the stack: Python's operator and method dispatch records the nodes"),
+    ("05.aten_histogram", aten_histogram_backend_make_fx,
+     "make_fx traces Dynamo's graph to ATen on the example inputs; Dynamo's graph runs"),
+    ("05.guard_generator", build_guard_source_predicates,
+     "one (source, predicate) pair per guard, walking the example like GuardBuilder"),
     ("05.guard_predictor", predict_recompiles_frame_state,
      "Dynamo's frame state (first value or auto-dynamic) and entries as lists of guard functions"),
     ("05.guard_predictor", predict_recompiles_distinct_values,
      "entries as tuples with None for dynamic fields; dynamic once two distinct values were compiled"),
     ("05.guard_predictor", predict_recompiles_value_sets,
      "entries hold sets of accepted sizes and n values; the limit compared with =="),
+    ("05.recompile_storm", storm_free_size_oblivious,
+     "a dynamic batch dimension under backed_size_oblivious, the scale as a tensor of x's dtype"),
 ]
