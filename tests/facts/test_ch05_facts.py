@@ -1169,3 +1169,11 @@ def test_tlparse_writes_one_directory_per_compile_attempt(torch_trace_log, tmp_p
     assert "dynamo_graph_break_reason" in pages["[0/0]"][0]
     assert any("dynamo_output_graph" in url and url.startswith("-_0_0_1/") for url in pages["[0/0_1]"])
     assert any("ORIGINAL_BYTECODE" in url for url in pages["[1/0]"]) and any("MODIFIED_BYTECODE" in url for url in pages["[1/0]"])
+
+
+@backs("notebooks/05_dynamo.ipynb", "把 `aten._softmax`、`aten.silu` 这样的算子再拆成更基本的算子")
+def test_inductor_hands_aot_autograd_a_table_that_splits_softmax_and_silu():
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = select_decomp_table()
+    assert torch.ops.aten._softmax.default in table and torch.ops.aten.silu.default in table
