@@ -550,7 +550,11 @@ def train_block(backend=None, *, device: str = "toychip", activation: str = "gel
     ``backend``: a ``torch.compile`` backend for the model with its loss and for
     ``optimizer.step`` (the benchmark's two compiled regions), or ``None`` for eager.
     Returns every step's loss, the last step's gradients, the parameters after it, and the
-    last step's simulated time, launches, copies, peak device memory and CPU fallbacks.
+    last step's simulated time, launches, copies, peak device memory (``peak_bytes``: tensor
+    bytes; ``peak_reserved``: bytes the chip's allocator reserved, which its block-selection
+    policy decides) and CPU fallbacks. Both peaks count from the step's start, and each step
+    starts from an emptied allocator cache: what ran before in the process leaves no cached
+    block for the step to reuse.
     """
     model, optimizer, x, targets = block_workload(device, sizes, activation, seed)
     loss_fn, optimizer_step = model, optimizer.step
@@ -560,15 +564,19 @@ def train_block(backend=None, *, device: str = "toychip", activation: str = "gel
     losses = []
     for _ in range(steps):
         fallbacks_before = toychip.coverage().fallback
+        torch.toychip.empty_cache()
+        torch.toychip.reset_peak_memory_stats()
+        reserved_before = torch.toychip.memory_reserved()
         with toychip.profile() as p:
             optimizer.zero_grad()
             loss = loss_fn(x, targets)
             loss.backward()
             optimizer_step()
+        peak_reserved = torch.toychip.max_memory_reserved() - reserved_before
         losses.append(loss.detach().cpu())
     fallbacks = {op: n - fallbacks_before.get(op, 0) for op, n in toychip.coverage().fallback.items()
                  if n > fallbacks_before.get(op, 0)}
     grads = [q.grad.detach().cpu() for q in model.parameters()]
     return {"losses": losses, "grads": grads, "params": [q.detach().cpu() for q in model.parameters()],
             "time_us": round(p.time_us, 6), "launches": p.launches, "copies": p.copies,
-            "peak_bytes": p.peak_bytes, "fallbacks": fallbacks}
+            "peak_bytes": p.peak_bytes, "peak_reserved": peak_reserved, "fallbacks": fallbacks}

@@ -885,6 +885,10 @@ capstone_fallback_not_installed = mutant(
     chip_backend, "capstone_fallback_not_installed",
     ("with toychip.use_fallback(pieces.fallback), allocator.use_policy(choose_block):",
      "with allocator.use_policy(choose_block):"))
+capstone_policy_not_installed = mutant(
+    chip_backend, "capstone_policy_not_installed",
+    ("with toychip.use_fallback(pieces.fallback), allocator.use_policy(choose_block):",
+     "with toychip.use_fallback(pieces.fallback):"))
 capstone_input_mutations_outside = mutant(chip_backend, "capstone_input_mutations_outside",
                                           (",\n                        keep_inference_input_mutations=True)", ")"))
 
@@ -944,6 +948,8 @@ WRONG_ANSWERS += [
      "a compiled graph needs no eager kernels: every op ends up in an island"),
     ("08.capstone", capstone_fallback_not_installed,
      "the dispatcher already has a boxed fallback, so the stack's own need not be installed"),
+    ("08.capstone", capstone_policy_not_installed,
+     "the caching allocator already reuses cached blocks on its own, so the stack need not install choose_block"),
     ("08.capstone", capstone_input_mutations_outside,
      "the optimiser's in-place updates can be left to AOTAutograd's epilogue, outside the compiled graph"),
 ]

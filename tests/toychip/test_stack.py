@@ -22,12 +22,15 @@ def test_reference_stack_trains_the_block_like_the_cpu(activation):
     assert not {op for op in chip["fallbacks"] if op.split(".")[0] in ("gelu", "gelu_backward", "leaky_relu")}
 
 
-def test_reference_stack_of_course_pieces_costs_what_the_course_backend_costs():
+def test_reference_stack_of_course_pieces_costs_what_the_course_backend_costs_but_reserves_less():
+    """Same time, launches and tensor bytes; the course backend installs no allocator policy,
+    the reference stack installs choose_block while its graphs run."""
     with toychip.kernel_scope():
         assembled = models.train_block(chip_backend(stack.course_pieces()))
     course = models.train_block("toychip")
     assert (assembled["time_us"], assembled["launches"], assembled["peak_bytes"]) == \
         (course["time_us"], course["launches"], course["peak_bytes"])
+    assert assembled["peak_reserved"] < course["peak_reserved"]
 
 
 def test_a_fusion_policy_of_chapter_04_form_groups_an_islands_ops():
