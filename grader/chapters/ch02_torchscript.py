@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import operator
 import random
+import re
 import warnings
 
 import torch
@@ -297,8 +298,9 @@ def _run_scripted(artifact, built) -> dict:
             try:
                 outputs.append(program(x) if temperature == OMITTED else program(x, temperature))
             except Exception as error:
-                return {"error": f"脚本模块的调用 {_call_text(temperature)} 运行失败："
-                                 f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+                # A class scripted before in this process gets a mangled name: say the learner's.
+                first_line = re.sub(r"___torch_mangle_\d+\.", "", str(error).splitlines()[0])
+                return {"error": f"脚本模块的调用 {_call_text(temperature)} 运行失败：{type(error).__name__}: {first_line}"}
     return {"outputs": outputs, "labels": [f"（{_call_text(t)}）" for _, t in _gate_calls(built)]}
 
 

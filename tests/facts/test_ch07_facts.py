@@ -610,7 +610,8 @@ def test_mm_stops_at_autocast_autograd_and_cpu_and_passes_the_rest_through():
     assert rows["ADInplaceOrView"].startswith("fallthrough") and rows["BackendSelect"].startswith("fallthrough")
 
 
-@backs("notebooks/07_dispatcher.ipynb", "再把自己的键加进 exclude、从头调用一次 `mm`")
+@backs("notebooks/07_dispatcher.ipynb", "它先把自己的键加进 exclude，再把输入转成低精度")
+@backs("notebooks/07_dispatcher.ipynb", "然后用转好的张量从头调用一次 `mm`")
 @backs("notebooks/07_dispatcher.ipynb", "转出来的是普通张量，带着 `AutogradCPU`")
 def test_autocast_calls_mm_again_on_cast_tensors_with_its_key_excluded():
     from toychip import trace_dispatch
