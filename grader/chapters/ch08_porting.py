@@ -854,11 +854,11 @@ CAPSTONE_RATIOS = (1.1, 1.5)
 GRAD_TOLERANCE = 1e-5
 # Recent training runs by (function, workload): the facets of one workload share one run
 # (a few are kept: grading runs the reference's case beside the learner's).
-_runs: dict = {}
 RUNS_KEPT = 4
 
 
-def _train_with(function, built: dict) -> dict:
+@functools.lru_cache(maxsize=RUNS_KEPT)
+def _train_with(function, activation: str, sizes: tuple, seed: int) -> dict:
     """Train the block on the chip with the backend ``function`` assembles from the course's
     pieces (its fallback counted); the run's numbers, or why there are none."""
     from toychip import stack   # imported here: it loads Dynamo, which grading other exercises never needs
@@ -876,7 +876,7 @@ def _train_with(function, built: dict) -> dict:
             return {"error": f"chip_backend 应返回一个 torch.compile 后端（可调用对象 (gm, example_inputs) -> 可调用对象），"
                              f"实际返回了 {short(backend)}。"}
         try:
-            run = models.train_block(backend, activation=built["activation"], sizes=built["sizes"], seed=built["seed"])
+            run = models.train_block(backend, activation=activation, sizes=dict(sizes), seed=seed)
         except torch._dynamo.exc.BackendCompilerFailed as error:
             inner = getattr(error, "inner_exception", None) or error
             if isinstance(inner, NotImplementedError):
@@ -886,12 +886,8 @@ def _train_with(function, built: dict) -> dict:
 
 
 def _capstone_artifact(function, built) -> dict:
-    workload = (function, built["activation"], tuple(sorted(built["sizes"].items())), built["seed"])
-    if workload not in _runs:
-        while len(_runs) >= RUNS_KEPT:
-            del _runs[next(iter(_runs))]
-        _runs[workload] = _train_with(function, built)
-    return {**_runs[workload], "facet": built["facet"], "max_ratio": built["max_ratio"]}
+    run = _train_with(function, built["activation"], tuple(sorted(built["sizes"].items())), built["seed"])
+    return {**run, "facet": built["facet"], "max_ratio": built["max_ratio"]}
 
 
 def _relative_error(expected: list, got: list) -> float:

@@ -302,12 +302,15 @@ def test_torchgen_names_leave_out_the_default_overload():
     assert OperatorName.parse("add.Tensor").overload_name == "Tensor"
 
 
+def yaml_entry(op: str) -> str:
+    """``op``'s entry (its functional overload) in native_functions.yaml."""
+    return re.search(rf"^- func: {op}\(.*?(?=^- func:)", ATEN_YAML.read_text(), re.S | re.M).group(0)
+
+
 @backs("notebooks/08_porting.ipynb", "结构化（structured）")
 def test_cumsum_and_tril_are_structured_with_a_composite_functional_kernel():
-    text = ATEN_YAML.read_text()
     for op in ("cumsum", "tril"):
-        entry = re.search(rf"^- func: {op}\(.*?(?=^- func:)", text, re.S | re.M).group(0)
-        assert f"structured_delegate: {op}.out" in entry
+        assert f"structured_delegate: {op}.out" in yaml_entry(op)
         assert torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "CompositeExplicitAutogradNonFunctional")
 
 
@@ -413,10 +416,8 @@ def test_a_fallback_is_charged_its_copies_only():
 
 @backs("notebooks/08_porting.ipynb", "`cumsum` 和 `atan2` 走的是 `.out` 变体")
 def test_structured_cumsum_and_atan2_fall_back_through_out_copying_the_out_buffer_too():
-    text = ATEN_YAML.read_text()
     for op in ("cumsum", "atan2"):
-        entry = re.search(rf"^- func: {op}\(.*?(?=^- func:)", text, re.S | re.M).group(0)
-        assert f"structured_delegate: {op}.out" in entry
+        assert f"structured_delegate: {op}.out" in yaml_entry(op)
     assert fallback_of(lambda x: torch.cumsum(x, 1))[0] == {"cumsum.out": 1}
     assert fallback_of(lambda x: torch.cumsum(x, 1))[1].copies == 3      # input, out buffer, result back
     assert fallback_of(lambda x: torch.atan2(x, x))[0] == {"atan2.out": 1}
