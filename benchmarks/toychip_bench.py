@@ -1,12 +1,19 @@
-"""Toy chip benchmark: simulated time per mode, per-op eager overhead, fused-kernel speed.
+"""Toy chip benchmark: simulated time per mode, the C++ runtime's build, per-op eager
+overhead, fused-kernel speed.
 
 Run: ``python benchmarks/toychip_bench.py``. Prints tables; not a test. Simulated numbers
 are deterministic (same on every machine); wall-clock numbers are medians on this host.
+Recorded output, with the machine: benchmarks/toychip_bench.md.
 """
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import torch
@@ -80,6 +87,15 @@ def per_op_overhead_us(n: int = 3000) -> tuple[float, float]:
     return median(lambda: torch.add(a, b)), median(lambda: torch.add(ac, bc))
 
 
+def runtime_build_seconds() -> float:
+    """A build of the chip's C++ runtime from scratch (an empty build folder), as the first
+    ``import toychip`` on a machine makes it: the seconds its last line reports."""
+    with tempfile.TemporaryDirectory() as build_dir:
+        done = subprocess.run([sys.executable, "-m", "toychip.runtime_build"], capture_output=True, text=True,
+                              env={**os.environ, "TOYCHIP_BUILD_DIR": build_dir}, check=True)
+    return float(re.search(r"runtime built in (\d+) s", done.stderr).group(1))
+
+
 def chain(x):
     return torch.relu((x + 1.0) * 2.0 - 0.5)
 
@@ -118,6 +134,8 @@ def main() -> None:
             eager = eager or p.time_us
             print(f"{label:<22} {mode:<9} {p.time_us:>10.1f} {p.time_us / eager:>8.2f} "
                   f"{p.launches:>9} {p.copies:>7}")
+    print(f"\n== The C++ runtime: a build from scratch ({os.cpu_count()} cores) ==")
+    print(f"{runtime_build_seconds():.0f} s")
     chip_us, cpu_us = per_op_overhead_us()
     print("\n== Wall clock: per-op eager overhead, add of 16 floats (median) ==")
     print(f"toychip eager: {chip_us:.2f} us   (budget 15 us)   CPU eager: {cpu_us:.2f} us")

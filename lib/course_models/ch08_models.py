@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import operator
 import os
 import random
-import signal
 import subprocess
 import sys
 import textwrap
@@ -32,32 +32,37 @@ def _short(value) -> str:
     return text if len(text) <= 300 else text[:300] + " …"
 
 
-# --- copy.deepcopy without the chip's storage patch (section 2.1) ---------------------------
+# --- a device registered from Python only (section 1) --------------------------------------
 
-DEEPCOPY_SCRIPT = textwrap.dedent("""
-    import copy
-    import sys
+PYTHON_ONLY_SCRIPT = textwrap.dedent("""
+    import json
     import torch
-    import torch.nn as nn
-    torch_clone = torch.UntypedStorage.clone
-    import toychip
-    torch.UntypedStorage.clone = torch_clone          # undo toychip.serialization's patch
-    copy.deepcopy(eval(sys.argv[1]).to("toychip"))
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    _setup_privateuseone_for_python_backend("pyonly")   # PyTorch's placeholder guard and hooks
+    t = torch._C._acc.create_empty_tensor([3], torch.float32)
+    report = {"device_count": torch.accelerator.device_count(), "tensor": str(t.device),
+              "data_ptr": t.data_ptr(), "stream": torch.Stream(device="pyonly").stream_id}
+    for name, call in [("torch.accelerator.synchronize()", torch.accelerator.synchronize),
+                       ("tensor.pin_memory()", lambda: torch.randn(2).pin_memory()),
+                       ("torch.Generator('pyonly')", lambda: torch.Generator("pyonly"))]:
+        try:
+            call()
+            report[name] = "ok"
+        except Exception as error:
+            report[name] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+    print(json.dumps(report))
 """)
 
 
-def deepcopy_without_storage_patch(module: str) -> str:
-    """How ``copy.deepcopy`` of ``module`` (an expression, ``"nn.BatchNorm1d(3)"``) on the chip
-    ends when ``UntypedStorage.clone`` is torch's own: run in a fresh interpreter, so that
-    a crash cannot take the notebook's kernel with it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    run = subprocess.run([sys.executable, "-c", DEEPCOPY_SCRIPT, module], env=env, capture_output=True,
-                         text=True, timeout=90)
-    if run.returncode == 0:
-        return "正常结束"
-    if run.returncode < 0:
-        return f"进程被信号 {signal.Signals(-run.returncode).name} 终止"
-    return f"退出码 {run.returncode}：" + (run.stderr.strip().splitlines() or ["（没有输出）"])[-1][:200]
+def python_only_backend() -> dict:
+    """What a device registered from Python alone gets, asked in a fresh interpreter (where
+    ``PrivateUse1`` is not yet the chip's, and torch's autoloading is off): its device count,
+    a tensor's device and ``data_ptr``, a new stream's id, and what three calls answer."""
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    run = subprocess.run([sys.executable, "-c", PYTHON_ONLY_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(run.stdout)
 
 
 # --- the backend YAML as torchgen reads it (section 3.1) ------------------------------------
@@ -472,7 +477,7 @@ def install_package(site: Path, name: str, files: dict) -> str | None:
 def import_torch_in_subprocess(site: Path, autoload: bool = True) -> dict:
     """``import torch`` in a fresh interpreter with ``site`` on the path: is the chip loaded?
 
-    ``{"loaded": bool, "result": "toychip:0 1" or "error: ..."}``, or ``{"error": ...}`` when
+    ``{"loaded": bool, "result": "toychip:0 2" or "error: ..."}``, or ``{"error": ...}`` when
     the interpreter fails (an entry point that raises makes ``import torch`` raise).
     ``autoload=False`` sets ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, torch's switch to skip entry points."""
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1" if autoload else "0",

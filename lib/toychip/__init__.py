@@ -4,8 +4,10 @@
 a vendor integrates and data flows; each imports only modules above it in this list
 (``tests/test_import_layers.py`` checks it)::
 
+    runtime_build  compiles csrc/ (the chip's C++ runtime) into an extension module, cached
+    runtime   loads it: device guard, hooks, allocators, generators for PrivateUse1; its Python face
     spec      the "toychip" device name, ChipSpec (the data sheet), the spec plugged in, index checks
-    ledger    the open profiles, the current stream, charge_kernel/copy/malloc: what the chip's work costs
+    ledger    the open profiles, charge_kernel/copy/malloc on the guard's current stream: what the chip's work costs
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
     allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
     memory    device memory = NumPy buffers on the tensor's storage, aliasing views
@@ -19,7 +21,6 @@ a vendor integrates and data flows; each imports only modules above it in this l
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
     autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for the matmul family
-    serialization  torch.save / torch.load (map_location) of chip tensors
     distributed  "toyccl": the chip's collective backend for torch.distributed (over gloo)
     dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
@@ -40,7 +41,9 @@ Example::
         y = torch.relu(x * 2)
     print(p.table())
 """
-from . import autocast, device, distributed, fallback, op_table, serialization
+import warnings
+
+from . import autocast, device, distributed, fallback, op_table
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -53,11 +56,14 @@ from .memory import DeviceMismatchError
 from .op_table import ops_table
 from .spec import DEFAULT_SPEC, ChipSpec
 
+# `python -m toychip.runtime_build` imports this package (and so builds the runtime) before it
+# runs that module again as __main__; runpy's warning about it is noise (see runtime_build.main).
+warnings.filterwarnings("ignore", message="'toychip.runtime_build' found in sys.modules", category=RuntimeWarning)
+
 device.register()
 op_table.register()
 fallback.register()
 autocast.register()
-serialization.register()
 distributed.register()
 
 _FROM_COMPILER = ("get_generated_code", "print_generated_code")

@@ -259,18 +259,32 @@ class CachingAllocator:
         return "\n".join(lines)
 
 
-ALLOCATOR = CachingAllocator()
-"""The allocator of the chip (``toychip:0``)."""
+_ALLOCATORS: dict[int, CachingAllocator] = {}
+
+
+def for_device(index: int) -> CachingAllocator:
+    """The caching allocator of chip ``index`` (each chip books its own memory)."""
+    allocator = _ALLOCATORS.get(index)
+    if allocator is None:
+        allocator = _ALLOCATORS[index] = CachingAllocator(ALLOCATOR.policy if _ALLOCATORS else None)
+    return allocator
+
+
+ALLOCATOR = for_device(0)
+"""The allocator of ``toychip:0``, the chip chapter 08 measures."""
 
 
 @contextlib.contextmanager
 def use_policy(policy: Callable | None):
-    """Inside the block, the chip's allocator picks cached blocks with ``policy``."""
-    previous, ALLOCATOR.policy = ALLOCATOR.policy, policy
+    """Inside the block, every chip's allocator picks cached blocks with ``policy``."""
+    previous = ALLOCATOR.policy
+    for allocator in _ALLOCATORS.values():
+        allocator.policy = policy
     try:
         yield
     finally:
-        ALLOCATOR.policy = previous
+        for allocator in _ALLOCATORS.values():
+            allocator.policy = previous
 
 
 class _Request:

@@ -35,7 +35,7 @@ from torch.fx.passes.operator_support import OperatorSupport
 from . import dynamo_interface, ledger
 from .codegen import Program, generate
 from .decompositions import GRAPH_DECOMPOSITIONS
-from .memory import NUMPY_DTYPE, as_numpy, wrap
+from .memory import NUMPY_DTYPE, as_numpy, device_of, wrap
 from .op_table import GRAPH_TABLE, conv_supported, foreach_calls, foreach_element_op
 
 aten = torch.ops.aten
@@ -81,13 +81,14 @@ class ChipIsland(torch.nn.Module):
     def forward(self, *args):
         arrays = [as_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
         out = self.program.fn(*arrays)
+        device = device_of(args)
         if not ledger.charging():
-            return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
+            return tuple(wrap(o, device=device) for o in out) if isinstance(out, tuple) else wrap(out, device=device)
         # A view of an input (say t(weight), saved for the backward) is no new memory.
         inputs = {id(_owner(a)) for a in arrays if isinstance(a, np.ndarray)}
         if isinstance(out, tuple):
-            return tuple(wrap(o, counted=id(_owner(o)) not in inputs) for o in out)
-        return wrap(out, counted=id(_owner(out)) not in inputs)
+            return tuple(wrap(o, counted=id(_owner(o)) not in inputs, device=device) for o in out)
+        return wrap(out, counted=id(_owner(out)) not in inputs, device=device)
 
 
 def _owner(array):

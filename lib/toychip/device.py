@@ -7,9 +7,10 @@ chip's name, generate the ``Tensor.toychip()`` / ``is_toychip`` methods and regi
 This module *is* that device module: after ``import toychip``, ``torch.toychip`` is it,
 with ``torch.cuda``'s API where it applies: device selection, RNG state, memory
 statistics (:mod:`toychip.allocator`), streams and events (:mod:`toychip.streams`).
-Where a Python backend cannot do what a C++ one does -- one device index, streams only
-on the simulated clock -- the docstrings say so. The name, the spec and the index checks
-come from :mod:`toychip.spec`, below every other part of the runtime.
+Devices, the current device and the random generators are the C++ runtime's
+(:mod:`toychip.runtime`: ``ChipSpec.device_count`` devices, a current device per thread,
+one mt19937 generator per device, as ``torch.cuda``'s); the name, the spec and the index
+checks come from :mod:`toychip.spec`, below every other part of the runtime.
 """
 from __future__ import annotations
 
@@ -17,14 +18,12 @@ import sys
 
 import numpy as np
 import torch
-from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from .allocator import ALLOCATOR
+from . import runtime as rt, streams
+from .allocator import CachingAllocator, for_device
 from .spec import NAME, check_index, get_spec
 # The device module's stream API (torch.toychip.Stream, ...), implemented in toychip.streams.
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
-
-_rng = np.random.Generator(np.random.PCG64(0))
 
 
 def is_available() -> bool:
@@ -41,35 +40,44 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
-    """Number of addressable chips (``ChipSpec.device_count``)."""
-    return get_spec().device_count
+    """Number of addressable chips (``ChipSpec.device_count``, given to the runtime at import)."""
+    return rt.device_count()
 
 
 def current_device() -> int:
-    return 0
+    """The calling thread's current chip (0 until :func:`set_device`), as ``torch.cuda``'s."""
+    return rt.current_device()
+
+
+def _index(device) -> int:
+    """A device index from an int, ``"toychip:1"``, a ``torch.device`` or None (the current one)."""
+    check_index(device)
+    if device is None:
+        return rt.current_device()
+    index = device if isinstance(device, int) else torch.device(device).index
+    return rt.current_device() if index is None else index
 
 
 def set_device(device) -> None:
-    """Select the chip new tensors go to. Only ``toychip:0`` exists in practice: tensors of a
-    Python backend are made by ``torch._C._acc.create_empty_tensor``, which puts every one
-    on index 0, so another index raises (a C++ backend would switch its device guard)."""
-    check_index(device)
-    index = device if isinstance(device, int) else torch.device(device).index
-    if index not in (None, 0):
-        raise NotImplementedError(f"toychip can only place tensors on toychip:0, not index {index}")
+    """Select the chip new tensors go to (the runtime's current device, per thread)."""
+    rt.set_device(_index(device))
 
 
 class device:
-    """``with torch.toychip.device(0):`` -- selects the chip (see :func:`set_device`)."""
+    """``with torch.toychip.device(1):`` -- selects a chip for the block, then the previous one again."""
 
     def __init__(self, device):
-        self.index = device
+        self.index = None if device is None or device == -1 else _index(device)
+        self.previous = None
 
     def __enter__(self):
-        set_device(self.index)
+        if self.index is not None:
+            self.previous = rt.exchange_device(self.index)
         return self
 
     def __exit__(self, *exc):
+        if self.previous is not None:
+            rt.set_device(self.previous)
         return False
 
 
@@ -83,21 +91,39 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 
 
+# --------------------------------------------------------------------------- RNG
+# One generator per chip in the runtime (torch.Generator("toychip") makes more); NumPy
+# kernels get a NumPy generator seeded from it (rng), so its state decides every number.
+def manual_seed(seed: int) -> None:
+    """Seed the current chip's default generator."""
+    rt.default_generator(rt.current_device()).manual_seed(int(seed))
+
+
 def manual_seed_all(seed: int) -> None:
-    """Seed the chip's RNG (``torch.manual_seed`` calls this for every custom device)."""
-    global _rng
-    _rng = np.random.Generator(np.random.PCG64(int(seed)))
+    """Seed every chip's default generator (``torch.manual_seed`` calls this for custom devices)."""
+    for index in range(rt.device_count()):
+        rt.default_generator(index).manual_seed(int(seed))
 
 
-manual_seed = manual_seed_all
+def seed() -> None:
+    """Seed the current chip's default generator with a non-deterministic number."""
+    rt.default_generator(rt.current_device()).seed()
 
 
-def rng() -> np.random.Generator:
-    """The chip's random generator, used by ``normal_``/``uniform_`` kernels."""
-    return _rng
+def seed_all() -> None:
+    """Seed every chip's default generator with one non-deterministic number."""
+    manual_seed_all(rt.default_generator(rt.current_device()).seed())
 
 
-_STATE_FIELDS = (("state", 16), ("inc", 16))  # PCG64's two 128-bit words
+def initial_seed() -> int:
+    """The seed the current chip's default generator was last seeded with."""
+    return rt.default_generator(rt.current_device()).initial_seed()
+
+
+def rng(generator: torch.Generator | None = None, device=None) -> np.random.Generator:
+    """A NumPy generator for one ``normal_``/``uniform_`` kernel, seeded from ``generator``
+    (a ``torch.Generator("toychip")``) or from ``device``'s default generator."""
+    return np.random.Generator(np.random.PCG64(rt.draw_seed(generator, _index(device))))
 
 
 def get_rng_state(device=None) -> torch.Tensor:
@@ -106,91 +132,100 @@ def get_rng_state(device=None) -> torch.Tensor:
     ``torch.library.opcheck`` and ``torch.random.fork_rng`` save and restore it around
     every run on an available accelerator, so the device module must provide it.
     """
-    check_index(device)
-    state = _rng.bit_generator.state
-    words = b"".join(state["state"][name].to_bytes(size, "little") for name, size in _STATE_FIELDS)
-    tail = bytes([state["has_uint32"]]) + state["uinteger"].to_bytes(4, "little")
-    return torch.frombuffer(bytearray(words + tail), dtype=torch.uint8)
+    return rt.default_generator(_index(device)).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
     """Restore a state returned by :func:`get_rng_state`."""
-    check_index(device)
-    data, fields, offset = bytes(new_state.cpu().numpy()), {}, 0
-    for name, size in _STATE_FIELDS:
-        fields[name] = int.from_bytes(data[offset:offset + size], "little")
-        offset += size
-    _rng.bit_generator.state = {"bit_generator": "PCG64", "state": fields, "has_uint32": data[offset],
-                                "uinteger": int.from_bytes(data[offset + 1:offset + 5], "little")}
+    rt.default_generator(_index(device)).set_state(new_state.cpu())
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(index) for index in range(rt.device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
 
 
 # --------------------------------------------------------------------------- memory
-# torch.cuda's memory functions, answered by the caching allocator (toychip.allocator).
+# torch.cuda's memory functions, answered by each chip's caching allocator (toychip.allocator);
+# torch.accelerator.memory_* reach the same numbers through the runtime's memory hooks.
+def _allocator(device=None) -> CachingAllocator:
+    check_index(device)
+    if device is None:
+        return for_device(rt.current_device())
+    index = device if isinstance(device, int) else torch.device(device).index
+    return for_device(rt.current_device() if index is None else index)
+
+
 def memory_allocated(device=None) -> int:
     """Bytes of device memory in blocks that tensors hold now (size classes, so >= tensor bytes)."""
-    check_index(device)
-    return ALLOCATOR.allocated()
+    return _allocator(device).allocated()
 
 
 def max_memory_allocated(device=None) -> int:
     """The most :func:`memory_allocated` has been since start or :func:`reset_peak_memory_stats`."""
-    check_index(device)
-    return ALLOCATOR.peak_allocated()
+    return _allocator(device).peak_allocated()
 
 
 def memory_reserved(device=None) -> int:
     """Bytes the allocator holds from the device: blocks in use plus cached free blocks."""
-    check_index(device)
-    return ALLOCATOR.reserved()
+    return _allocator(device).reserved()
 
 
 def max_memory_reserved(device=None) -> int:
-    check_index(device)
-    return ALLOCATOR.peak_reserved()
+    return _allocator(device).peak_reserved()
 
 
 def reset_peak_memory_stats(device=None) -> None:
     """Peaks restart from the current values."""
-    check_index(device)
-    ALLOCATOR.reset_peak()
+    _allocator(device).reset_peak()
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
     """As ``torch.cuda``'s: the ``*.allocated`` / ``*.freed`` totals and the device-allocation
     counts restart from 0; ``*.current`` and ``*.peak`` stay."""
-    check_index(device)
-    ALLOCATOR.reset_accumulated()
+    _allocator(device).reset_accumulated()
 
 
 def memory_stats(device=None) -> dict:
     """``torch.cuda.memory_stats()``'s keys that apply here (``"allocated_bytes.all.current"`` ...)."""
-    check_index(device)
-    return ALLOCATOR.memory_stats()
+    return _allocator(device).memory_stats()
 
 
 def memory_snapshot() -> list[dict]:
-    """Every reserved block: ``size`` (its class), ``requested`` bytes, ``state`` active/cached."""
-    return ALLOCATOR.snapshot()
+    """Every reserved block of the current chip: ``size`` (its class), ``requested`` bytes, ``state``."""
+    return _allocator().snapshot()
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """Allocated, requested and reserved bytes, and the fragmentation between them."""
-    check_index(device)
-    return ALLOCATOR.summary()
+    return _allocator(device).summary()
 
 
 def empty_cache() -> None:
-    """Give the allocator's cached blocks back to the device (tensors keep theirs)."""
-    ALLOCATOR.empty_cache()
+    """Give the current chip's cached blocks back to the device (tensors keep theirs)."""
+    _allocator().empty_cache()
 
 
 def register() -> None:
-    """Rename PrivateUse1 to ``toychip`` and install this module as its device module."""
+    """Rename PrivateUse1 to ``toychip``, install this module as its device module, and give
+    the C++ runtime (loaded with this module: guard, hooks, allocators) the device count."""
     if torch._C._get_privateuse1_backend_name() == NAME:
         return
-    _setup_privateuseone_for_python_backend(NAME, backend_module=sys.modules[__name__])
-    # The autograd engine would run toychip backward passes on a per-device worker thread
-    # whose shutdown calls the Python device guard after interpreter finalisation and
-    # aborts the process at exit (torch 2.13). Running backward on the calling thread
-    # avoids the thread altogether (it also keeps lazy mode on one thread).
+    # What torch.utils.backend_registration._setup_privateuseone_for_python_backend does,
+    # less its dummy Python device guard and hooks, which would replace the runtime's.
+    torch.utils.rename_privateuse1_backend(NAME)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)  # TypedStorage.is_toychip too
+    torch._register_device_module(NAME, sys.modules[__name__])
+    rt.set_device_count(get_spec().device_count)
+    rt.set_memory_hooks(memory_stats, reset_peak_memory_stats, reset_accumulated_memory_stats, empty_cache)
+    streams.register()
+    # Backward runs on the calling thread. Otherwise the autograd engine runs each chip's
+    # backward passes on a worker thread of its own: the chip's kernels, lazy mode and the
+    # open profiles are Python that expects one thread, the worker starts on stream 0
+    # whatever stream the caller set, and (with a Python backend's Python device guard) its
+    # shutdown aborted the process at exit (torch 2.13).
     torch._C._set_multithreading_enabled(False)

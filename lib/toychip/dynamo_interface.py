@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 
-from . import device as chip_device, streams
+from . import device as chip_device, runtime, streams
 from .spec import NAME, ChipSpec, check_index, get_spec
 
 
@@ -66,10 +66,8 @@ class ToychipInterface(DeviceInterface):
 
     @staticmethod
     def exchange_device(index: int) -> int:
-        """Select chip ``index``, returning the previous one (always 0: the only chip)."""
-        previous = chip_device.current_device()
-        chip_device.set_device(index)
-        return previous
+        """Select chip ``index``, returning the previous one."""
+        return runtime.exchange_device(index)
 
     @staticmethod
     def maybe_exchange_device(index: int) -> int:
@@ -77,13 +75,13 @@ class ToychipInterface(DeviceInterface):
 
     @staticmethod
     def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
-        streams.set_stream(streams.Stream(device_index, stream_id=stream_id))
+        streams.set_stream(torch.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type))
 
     @staticmethod
     def get_raw_stream(index: int) -> int:
         """The current stream's id (CUDA's is a ``cudaStream_t``; the chip's queues are ids)."""
         check_index(index)
-        return streams.current_stream().stream_id
+        return runtime.current_stream_id(index)
 
     @staticmethod
     def is_bf16_supported(including_emulation: bool = False) -> bool:

@@ -24,7 +24,7 @@ import torch
 
 from . import ledger
 from .dtypes import host_array, host_tensor, store
-from .memory import as_numpy, rebind, wrap
+from .memory import as_numpy, device_of, rebind, wrap
 from .op_table import NATIVE_COUNTS, set_decline_handler
 
 FALLBACK_COUNTS: Counter = Counter()
@@ -96,14 +96,22 @@ def _to_cpu(value):
     return value
 
 
-def _to_chip(value):
+def _to_chip(value, device: int):
     if isinstance(value, torch.Tensor) and value.device.type == "cpu":
         if ledger.charging():
             ledger.charge_copy("to_chip", value.nbytes)
-        return wrap(host_array(value).copy())
+        return wrap(host_array(value), device=device)
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_chip(v) for v in value)
+        return type(value)(_to_chip(v, device) for v in value)
     return value
+
+
+def _result_device(args, kwargs) -> int:
+    """Where new results go: a factory's ``device=``, else the first chip tensor's chip."""
+    device = kwargs.get("device")
+    if isinstance(device, torch.device) and device.type == "toychip" and device.index is not None:
+        return device.index
+    return device_of(args)
 
 
 def _write_back(chip: torch.Tensor, cpu: torch.Tensor) -> None:
@@ -111,7 +119,7 @@ def _write_back(chip: torch.Tensor, cpu: torch.Tensor) -> None:
     if ledger.charging():
         ledger.charge_copy("to_chip", cpu.nbytes)
     if tuple(chip.shape) != tuple(cpu.shape):
-        rebind(chip, host_array(cpu).copy())
+        rebind(chip, host_array(cpu))
     else:
         store(as_numpy(chip), host_array(cpu), chip.dtype)
 
@@ -131,6 +139,7 @@ def cpu_fallback(op, *args, **kwargs):
     receive the CPU result and are returned themselves, as the schema's alias
     annotations promise; other results come back as new chip tensors.
     """
+    device = _result_device(args, kwargs)
     cpu_args, cpu_kwargs = _to_cpu(_tensors_for_numbers(op, args)), {k: _to_cpu(v) for k, v in kwargs.items()}
     result = op(*cpu_args, **cpu_kwargs)
     schema = op._schema
@@ -150,7 +159,7 @@ def cpu_fallback(op, *args, **kwargs):
     for ret, value in zip(returns, results):
         info = ret.alias_info
         key = frozenset(info.before_set) if info is not None else None
-        out.append(written[key] if key in written else _to_chip(value))
+        out.append(written[key] if key in written else _to_chip(value, device))
     if not returns:
         return None
     return tuple(out) if isinstance(result, tuple) else out[0]

@@ -43,7 +43,7 @@ import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import memory
+from . import memory, runtime
 from .codegen import Program, generate
 from .decompositions import GRAPH_DECOMPOSITIONS
 from .fallback import FALLBACK_COUNTS
@@ -53,7 +53,6 @@ from .memory import as_numpy
 from .op_table import OP_TABLE, KernelDeclined, foreach_calls, foreach_element_op
 
 aten = torch.ops.aten
-_create_empty = torch._C._acc.create_empty_tensor
 
 
 class LazyNode:
@@ -61,14 +60,15 @@ class LazyNode:
 
     ``target`` is an ATen overload, ``operator.getitem`` (one output of a multi-output
     op), or ``"data"`` for a materialised input (``value`` holds its array, like LTC's
-    DeviceData). ``meta`` is the output as a meta tensor (shape and dtype, no data).
+    DeviceData, and ``owner`` the storage whose memory that array shows, so the memory
+    lives as long as the node). ``meta`` is the output as a meta tensor (shape and dtype, no data).
     """
 
-    __slots__ = ("target", "args", "kwargs", "meta", "value", "__weakref__")
+    __slots__ = ("target", "args", "kwargs", "meta", "value", "owner", "__weakref__")
 
-    def __init__(self, target, args=(), kwargs=None, meta=None, value=None):
+    def __init__(self, target, args=(), kwargs=None, meta=None, value=None, owner=None):
         self.target, self.args, self.kwargs = target, args, kwargs or {}
-        self.meta, self.value = meta, value
+        self.meta, self.value, self.owner = meta, value, owner
 
     def __repr__(self) -> str:
         return f"LazyNode({self.target})"
@@ -194,7 +194,7 @@ def _ir_value(t: torch.Tensor):
         if node is None:
             array = as_numpy(t)
             meta = torch.empty(array.shape, dtype=t.dtype, device="meta")
-            node = _data_nodes[key] = LazyNode("data", meta=meta, value=array)
+            node = _data_nodes[key] = LazyNode("data", meta=meta, value=array, owner=storage)
         return node
     if (tuple(t.shape) == tuple(node.meta.shape) and t.storage_offset() == 0
             and t.is_contiguous()):
@@ -219,9 +219,11 @@ def _record_node(target, args, kwargs, meta) -> LazyNode:
     return LazyNode(target, args, kwargs, meta)
 
 
-def _lazy_tensor(node: LazyNode) -> torch.Tensor:
-    """A toychip tensor whose storage holds ``node`` instead of a buffer."""
-    t = _create_empty(node.meta.shape, node.meta.dtype)
+def _lazy_tensor(node: LazyNode, device: int) -> torch.Tensor:
+    """A toychip tensor whose storage holds ``node`` instead of a buffer (its memory is
+    reserved now and filled when the graph runs)."""
+    shape = node.meta.shape
+    t = runtime.empty_strided(shape, memory.contiguous_strides(shape), node.meta.dtype, device)
     storage = t.untyped_storage()
     storage._lazy = node
     _pending.append(weakref.ref(storage))
@@ -232,11 +234,12 @@ def _record(op, args, kwargs):
     """Record ``op`` and return lazy output tensor(s)."""
     meta = _output_meta(op, args, kwargs)
     node = _record_node(op, _ir_args(args), _ir_args(kwargs), meta)
+    device = memory.device_of(args)
     if isinstance(meta, tuple):
         return tuple(None if m is None else
-                     _lazy_tensor(_record_node(operator.getitem, (node, i), {}, m))
+                     _lazy_tensor(_record_node(operator.getitem, (node, i), {}, m), device)
                      for i, m in enumerate(meta))
-    return _lazy_tensor(node)
+    return _lazy_tensor(node, device)
 
 
 def _functional(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
@@ -268,7 +271,7 @@ def _record_inplace(op, args, kwargs):
 
 def _make_pending(storage, node: LazyNode) -> None:
     """``storage``'s value is now ``node``: its buffer and allocator block go until the graph runs."""
-    for name in ("_buf", "_block"):
+    for name in ("_buf", "_raw", "_block"):
         if hasattr(storage, name):
             delattr(storage, name)
     storage._lazy = node
@@ -579,9 +582,9 @@ def sync(reason: str = "explicit", op=None) -> None:
     program = _program_for(order, outputs, graph, signature, nodes)
     results = program.fn(*inputs)
     for storage, result in zip(roots, results):
-        buffer = np.asarray(result, order="C")
-        storage._buf = buffer.reshape(-1)
-        storage._block = memory.lease(buffer)  # booked, but not counted by profiles (yet)
+        result = np.asarray(result)
+        runtime.adopt_into(storage, result if result.flags.owndata and result.flags.c_contiguous else result.copy())
+        memory.attach(storage, result.dtype, counted=False)  # booked, but not counted by profiles (yet)
         del storage._lazy
     executed = sum(n.target != "data" for n in order)
     _metrics.graphs_executed += 1

@@ -16,12 +16,11 @@ import contextlib
 
 import numpy as np
 
+from . import runtime
 from .spec import get_spec
 
 # Open profiles, innermost last; each receives every charge (a list so nesting works).
 _open: list = []
-# The stream chip work is queued on (toychip.streams switches it); 0 is the default stream.
-_stream = 0
 
 
 def charging() -> bool:
@@ -44,11 +43,10 @@ def opened(profile):
         _open.remove(profile)
 
 
-def set_stream(stream_id: int) -> int:
-    """Queue the following chip work on ``stream_id``; returns the previous stream's id."""
-    global _stream
-    previous, _stream = _stream, stream_id
-    return previous
+def _stream() -> int:
+    """The stream work is queued on: the calling thread's current stream on the current chip,
+    as the runtime's device guard keeps it (``torch.accelerator.set_stream``, ``with stream:``)."""
+    return runtime.current_stream_id(runtime.current_device())
 
 
 def array_bytes(values) -> int:
@@ -58,16 +56,16 @@ def array_bytes(values) -> int:
 
 def charge_kernel(name: str, nbytes: int, flops: int) -> None:
     """Charge one kernel launch to every open profile."""
-    time_us = get_spec().kernel_us(nbytes, flops)
+    time_us, stream = get_spec().kernel_us(nbytes, flops), _stream()
     for p in _open:
-        p.add_kernel(name, _stream, time_us, nbytes, flops)
+        p.add_kernel(name, stream, time_us, nbytes, flops)
 
 
 def charge_copy(direction: str, nbytes: int) -> None:
     """Charge one host<->device copy (``direction`` is ``"to_chip"`` or ``"to_cpu"``)."""
-    time_us = get_spec().copy_us_for(nbytes)
+    time_us, stream = get_spec().copy_us_for(nbytes), _stream()
     for p in _open:
-        p.add_copy(direction, _stream, time_us, nbytes)
+        p.add_copy(direction, stream, time_us, nbytes)
 
 
 def charge_malloc(nbytes: int) -> None:
@@ -75,6 +73,6 @@ def charge_malloc(nbytes: int) -> None:
     calls this on every miss, so with no profile open it returns at once."""
     if not _open:
         return
-    time_us = get_spec().malloc_us
+    time_us, stream = get_spec().malloc_us, _stream()
     for p in _open:
-        p.add_malloc(_stream, time_us, nbytes)
+        p.add_malloc(stream, time_us, nbytes)

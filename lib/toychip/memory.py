@@ -1,29 +1,39 @@
-"""Device memory: NumPy buffers owned by the tensor's *storage*, and views that alias them.
+"""Device memory: bytes from the chip's C++ allocator, seen by the kernels as NumPy arrays.
 
-A toychip tensor is an ordinary ``torch.Tensor`` on ``toychip:0`` whose storage carries
-the chip's memory as a flat NumPy array in ``storage._buf``. Views (``view``, ``t()``,
-slicing) are new tensors over the *same* storage object with other sizes/strides/offset,
-so writing through a view writes the base, exactly as on a real device::
+A toychip tensor is an ordinary ``torch.Tensor`` on ``toychip:N`` whose storage holds real
+memory from the runtime's device allocator (:mod:`toychip.runtime`, ``csrc/ToyChipAllocator``),
+so ``data_ptr()``, ``untyped_storage().nbytes()``, DLPack and ``UntypedStorage`` work as on
+any device. The kernels are NumPy: they see a storage's bytes through ``storage._buf``, a
+flat array over that memory (no copy), made once per storage and kept on it. Views
+(``view``, ``t()``, slicing) are new tensors over the *same* storage with other
+sizes/strides/offset, so writing through a view writes the base, as on a real device::
 
-    buf = t.untyped_storage()._buf             # flat chip memory
+    buf = t.untyped_storage()._buf             # flat chip memory, typed like t
     t[i, j] == buf[offset + i*stride0 + j*stride1]
 
 Why the storage and not the tensor: autograd saves C++ shallow copies of tensors, which
-drop Python attributes; the storage object is shared by all of them.
+drop Python attributes; the storage object is shared by all of them, and PyTorch keeps its
+Python object alive exactly as long as the memory. ``_buf`` does not own the memory, so an
+array taken from it must not outlive its tensor (lazy mode's data nodes keep the tensor).
+
+A kernel computes its result into a fresh NumPy array, which becomes the new storage's
+memory (:func:`wrap`; a real device's kernel writes straight into the memory the allocator
+gave it, the toy chip's NumPy kernels allocate their own).
+
+Memory accounting (chapter 06: what saving activations for the backward costs): while a
+``toychip.profile()`` is open (:mod:`toychip.ledger` keeps the open ones), every new
+storage's bytes are charged to it until the storage dies, giving the profile's
+``allocated_bytes``, ``live_bytes`` and ``peak_bytes``. Storages that existed before the
+block (parameters, inputs) are not counted; neither are the scratch arrays *inside* one
+compiled program -- what a program returns is, unless it is a view of an input -- nor,
+for now, the buffers lazy mode materialises.
+
+Every new storage, inside a profile or not, is also booked by the caching allocator
+(:mod:`toychip.allocator`: blocks, size classes, ``memory_allocated``/``memory_reserved``),
+the chip's simulated bookkeeping of its memory.
 
 Used in chapter 08 (a device allocator) and chapter 04 (a lazy storage has ``_lazy``
 instead of ``_buf`` until it is materialised).
-
-Memory accounting (chapter 06: what saving activations for the backward costs): while a
-``toychip.profile()`` is open (:mod:`toychip.ledger` keeps the open ones), every fresh
-buffer a tensor gets is charged to it until the buffer is freed, giving the profile's
-``allocated_bytes``, ``live_bytes`` and ``peak_bytes``. Buffers that existed before the
-block (parameters, inputs) are not counted; neither are the scratch arrays *inside* one
-compiled program -- what a program returns is -- nor, for now, the buffers lazy mode
-materialises.
-
-Every fresh buffer, inside a profile or not, is also booked by the caching allocator
-(:mod:`toychip.allocator`: blocks, size classes, ``memory_allocated``/``memory_reserved``).
 """
 from __future__ import annotations
 
@@ -32,14 +42,13 @@ import weakref
 import numpy as np
 import torch
 
-from . import ledger
-from .allocator import ALLOCATOR
+from . import ledger, runtime
+from .allocator import for_device
 from .dtypes import BUFFER_DTYPE, COMPUTE_DTYPE, TORCH_DTYPE
 
 # The dtypes kernels compute in directly (see toychip.dtypes for float16/bfloat16).
 NUMPY_DTYPE = COMPUTE_DTYPE
 
-_create_empty = torch._C._acc.create_empty_tensor
 _META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _set_storage = torch.ops.aten.set_.source_Storage_storage_offset
 _np_as_strided = np.lib.stride_tricks.as_strided
@@ -58,11 +67,8 @@ _counted: set[int] = set()
 
 
 def count_buffer(array: np.ndarray) -> None:
-    """Charge a fresh buffer to every open profile until NumPy frees it.
-
-    A view (``array.base`` set) is memory that is already there, so it is never charged.
-    """
-    if array.base is not None or id(array) in _counted:
+    """Charge a storage's new memory (its ``_raw`` array) to every open profile until it is freed."""
+    if id(array) in _counted:
         return
     nbytes, counters = array.nbytes, ledger.open_profiles()
     for c in counters:
@@ -74,26 +80,25 @@ def count_buffer(array: np.ndarray) -> None:
     weakref.finalize(array, _release, id(array), nbytes, counters).atexit = False
 
 
-def hold(storage, array: np.ndarray, counted: bool = True) -> None:
-    """``storage``'s device memory is now ``array``: its flat buffer, the caching allocator's
-    block for it (``storage._block``, returned to the cache when the storage dies; always
-    booked, like ``torch.cuda.memory_allocated``), and open profiles count it.
-    ``counted=False``: memory already on the chip (see :func:`wrap`), not booked again."""
-    storage._buf = array if array.ndim == 1 else array.reshape(-1)
-    storage._block = lease(array) if counted else None
-    if counted and ledger.charging():
-        count_buffer(array)
-
-
-def lease(array: np.ndarray):
-    """The allocator's block for a fresh buffer (``None`` for a view: its memory is booked)."""
-    return ALLOCATOR.lease(array) if array.base is None else None
-
-
 def _release(key: int, nbytes: int, counters: tuple) -> None:
     _counted.discard(key)
     for c in counters:
         c.live_bytes -= nbytes
+
+
+def attach(storage, np_dtype: np.dtype, *, booked: bool = True, counted: bool = True) -> np.ndarray:
+    """Make ``storage``'s memory visible to the kernels: ``storage._raw`` (its bytes) and
+    ``storage._buf`` (typed ``np_dtype``). ``booked``: the caching allocator books a block for
+    it (``storage._block``, returned to the cache when the storage dies; always, like
+    ``torch.cuda.memory_allocated``, except for a copy of memory already on the chip, see
+    :func:`wrap`). ``counted``: open profiles count it as new memory."""
+    raw = runtime.buffer(storage)
+    storage._raw = raw
+    storage._buf = raw.view(np_dtype)
+    storage._block = for_device(storage.device.index).lease(raw) if booked else None
+    if counted and ledger.charging():
+        count_buffer(raw)
+    return storage._buf
 
 
 def set_materializer(fn) -> None:
@@ -111,19 +116,40 @@ def check_dtype(dtype: torch.dtype) -> np.dtype:
         raise TypeError(f"toychip does not support dtype {dtype}; supported dtypes: {names}") from None
 
 
-def wrap(array, counted: bool = True) -> torch.Tensor:
-    """A new toychip tensor owning ``array`` (copied to C order only if it is not already).
+def device_of(args) -> int:
+    """The chip a kernel's results go to: that of its first chip tensor argument (the rule of
+    the device guard that PyTorch's generated C++ wrappers set), else the current chip."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            index = a.get_device()
+            if index >= 0:
+                return index
+        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            return device_of(a)
+    return runtime.current_device()
 
-    ``counted=False``: ``array`` is a view of memory already on the chip, copied only
-    because a toychip buffer is flat; the copy is not charged as new device memory.
+
+def wrap(array, counted: bool = True, device: int | None = None) -> torch.Tensor:
+    """A new toychip tensor holding ``array``, on ``device`` (default: the current one).
+
+    A fresh C-contiguous result (it owns its memory) becomes the storage's memory as it is
+    (``runtime.adopt``); anything else -- a view of an input, a strided result -- is copied
+    into new memory from the allocator. ``counted=False``: ``array`` is a view of memory
+    already on the chip (say ``t(weight)`` returned by a compiled graph); the copy is not
+    charged as new device memory.
     """
-    array = np.asarray(array, order="C")
+    array = np.asarray(array)
     try:
         dtype = TORCH_DTYPE[array.dtype]
     except KeyError:
         raise TypeError(f"toychip kernel produced unsupported dtype {array.dtype}") from None
-    t = _create_empty(array.shape, dtype)
-    hold(t.untyped_storage(), array, counted)
+    device = runtime.current_device() if device is None else device
+    if array.flags.owndata and array.flags.c_contiguous:
+        t = runtime.adopt(array, dtype, device)
+        attach(t.untyped_storage(), array.dtype, booked=counted, counted=counted)
+        return t
+    t = runtime.empty_strided(array.shape, contiguous_strides(array.shape), dtype, device)
+    np.copyto(attach(t.untyped_storage(), array.dtype, booked=counted, counted=counted).reshape(array.shape), array)
     return t
 
 
@@ -134,16 +160,13 @@ def storage_nelems(size, stride) -> int:
     return 1 + sum((s - 1) * st for s, st in zip(size, stride))
 
 
-def allocate(size, stride, dtype: torch.dtype) -> torch.Tensor:
-    """``empty_strided`` on the chip: a fresh buffer, then a view with the asked strides."""
+def allocate(size, stride, dtype: torch.dtype, device: int | None = None) -> torch.Tensor:
+    """``empty_strided`` on the chip: new memory from the runtime, booked and counted."""
     np_dtype = check_dtype(dtype)
-    size, stride = list(size), list(stride)
-    if stride == contiguous_strides(size):
-        t = _create_empty(size, dtype)
-        hold(t.untyped_storage(), np.empty(storage_nelems(size, stride), np_dtype))
-        return t
-    base = wrap(np.empty(storage_nelems(size, stride), np_dtype))
-    return alias(base, size, stride, 0)
+    t = runtime.empty_strided(list(size), list(stride), dtype,
+                              runtime.current_device() if device is None else device)
+    attach(t.untyped_storage(), np_dtype)
+    return t
 
 
 def contiguous_strides(size) -> list[int]:
@@ -159,72 +182,78 @@ def alias(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
     """A view of ``t``'s storage with new metadata; no data moves (``as_strided``).
 
     The metadata is set by the Meta kernel of ``aten.set_``, which only rewrites
-    sizes/strides/offset and the storage pointer; the storage object, and so the NumPy
-    buffer, is shared.
+    sizes/strides/offset and the storage pointer (no kernel of the chip runs); the storage
+    object, and so its memory and ``_buf``, is shared.
     """
-    out = _create_empty([0], t.dtype)
+    out = runtime.empty_strided([0], [1], t.dtype, t.get_device())
     _set_storage.redispatch(_META_KEYS, out, t.untyped_storage(), offset, size, stride)
     return out
 
 
 def restride(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
-    """``as_strided_`` on the chip: new metadata for ``t`` itself over the same buffer.
-
-    CPU's kernel checks the view against the C++ storage size, which is 0 here (the data
-    lives in ``_buf``), so the Meta kernel sets the metadata instead, as in :func:`alias`.
-    """
+    """``as_strided_`` on the chip: new metadata for ``t`` itself over the same memory."""
     _set_storage.redispatch(_META_KEYS, t, t.untyped_storage(), offset, size, stride)
     return t
 
 
 def set_storage(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
-    """``t.set_(storage, ...)``: ``t`` views ``storage``. Bytes restored by ``torch.load``
-    arrive as a uint8 buffer; they take ``t``'s dtype here (the bytes are not copied)."""
-    buf = storage._buf
-    np_dtype = check_dtype(t.dtype)
-    if buf.dtype != np_dtype:
-        storage._buf = buf.view(np_dtype)
+    """``t.set_(storage, ...)``: ``t`` views ``storage``, whatever dtype the storage's other
+    tensors have (``torch.load`` and ``UntypedStorage.copy_`` view bytes as uint8)."""
+    check_dtype(t.dtype)
+    buffer_of(storage)
     _set_storage.redispatch(_META_KEYS, t, storage, offset, size, stride)
     return t
 
 
 def resize(t: torch.Tensor, size) -> torch.Tensor:
-    """``resize_`` on the chip: contiguous ``size``, keeping the data; the buffer grows if needed."""
+    """``resize_`` on the chip: contiguous ``size``, keeping the data; the memory grows if needed
+    (the runtime's ``resizePrivateUse1Bytes``: new memory, the old bytes copied)."""
     size = list(size)
     storage = t.untyped_storage()
-    needed = t.storage_offset() + storage_nelems(size, contiguous_strides(size))
-    if needed > storage._buf.size:
-        grown = np.empty(needed, storage._buf.dtype)
-        grown[:storage._buf.size] = storage._buf
-        hold(storage, grown)
+    np_dtype = buffer_of(storage).dtype
+    needed = (t.storage_offset() + storage_nelems(size, contiguous_strides(size))) * np_dtype.itemsize
+    if needed > storage.nbytes():
+        runtime.resize_storage_bytes(storage, needed)
+        attach(storage, np_dtype)
     return restride(t, size, contiguous_strides(size), t.storage_offset())
 
 
 def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
-    """Point ``t`` (in place) at a fresh buffer holding ``array``: ``resize_`` and ``out=`` results."""
-    array = np.asarray(array, order="C")
+    """Point ``t`` (in place) at new memory holding ``array``: ``resize_`` and ``out=`` results."""
+    array = np.ascontiguousarray(array)
     storage = t.untyped_storage()
-    hold(storage, array)
+    runtime.adopt_into(storage, array if array.flags.owndata else array.copy())
+    attach(storage, array.dtype)
     _set_storage.redispatch(_META_KEYS, t, storage, 0, array.shape, contiguous_strides(array.shape))
     return t
 
 
 def buffer_of(storage) -> np.ndarray:
-    """A chip storage's flat buffer, running its pending lazy graph first if it has one."""
-    if not hasattr(storage, "_buf") and hasattr(storage, "_lazy") and _materializer is not None:
+    """A chip storage's flat buffer: a pending lazy graph runs first; memory made by PyTorch
+    itself (``UntypedStorage(n, device="toychip")``, ``torch.load``) is attached as bytes."""
+    try:
+        return storage._buf
+    except AttributeError:
+        pass
+    if hasattr(storage, "_lazy") and _materializer is not None:
         _materializer(storage)
-    return storage._buf
+        return storage._buf
+    return attach(storage, np.dtype(np.uint8))
 
 
 def as_numpy(t: torch.Tensor) -> np.ndarray:
-    """The NumPy view of a toychip tensor: its storage buffer seen with its strides.
+    """The NumPy view of a toychip tensor: its storage's memory seen with its strides.
 
-    Hot path of every eager kernel, so the common case (contiguous) is three C calls.
+    Hot path of every eager kernel, so the common case (contiguous, the storage's own dtype)
+    is a few C calls.
     """
+    storage = t.untyped_storage()
     try:
-        buf = t.untyped_storage()._buf
+        buf = storage._buf
     except AttributeError:
         return _as_numpy_slow(t)
+    if buf.dtype is not BUFFER_DTYPE[t.dtype]:  # another dtype's tensor over these bytes
+        buf = _retyped(storage._raw, BUFFER_DTYPE[t.dtype])
     if t.is_contiguous():
         off = t.storage_offset()
         return buf[off:off + t.numel()].reshape(t.shape)
@@ -236,8 +265,14 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     return _np_as_strided(buf[offset:], t.shape, [s * size for s in t.stride()])
 
 
+def _retyped(raw: np.ndarray, np_dtype: np.dtype) -> np.ndarray:
+    """A storage's bytes as whole elements of ``np_dtype``."""
+    return raw[:raw.size - raw.size % np_dtype.itemsize].view(np_dtype)
+
+
 def _as_numpy_slow(t: torch.Tensor) -> np.ndarray:
-    """Storage without a buffer: a lazy value to materialise, or a CPU tensor."""
+    """Storage without a buffer: a CPU tensor, a lazy value to materialise, or memory that
+    PyTorch's C++ made (attached here)."""
     if t.device.type == "cpu":
         if t.dim() == 0:  # CPU scalars may mix with device tensors, as on CUDA
             return t.numpy()
@@ -247,5 +282,6 @@ def _as_numpy_slow(t: torch.Tensor) -> np.ndarray:
     storage = t.untyped_storage()
     if hasattr(storage, "_lazy") and _materializer is not None:
         _materializer(storage)
-        return as_numpy(t)
-    raise RuntimeError(f"toychip tensor on {t.device} has no device buffer")
+    else:
+        attach(storage, check_dtype(t.dtype))
+    return as_numpy(t)

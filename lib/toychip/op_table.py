@@ -26,7 +26,7 @@ from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_b
     values_of, widen
 from .kernels import KERNELS, Kernel
 from .memory import NUMPY_DTYPE, DeviceMismatchError, alias, allocate, as_numpy, check_dtype, \
-    contiguous_strides, resize, restride, set_storage, wrap
+    contiguous_strides, device_of, resize, restride, set_storage, wrap
 from .spec import check_index
 
 aten = torch.ops.aten
@@ -342,7 +342,8 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
         return args[0]
     if entry.writes:
         _write_arguments(entry, args, computed)
-    wrapped = tuple(None if r is None else wrap(r) for r in stored[:len(entry.op._schema.returns)])
+    device = device_of(args)
+    wrapped = tuple(None if r is None else wrap(r, device=device) for r in stored[:len(entry.op._schema.returns)])
     return wrapped if isinstance(result, tuple) else wrapped[0]
 
 
@@ -406,11 +407,12 @@ def eager_kernel(entry: OpEntry) -> Callable:
         if isinstance(result, tuple):
             if writes:
                 _write_arguments(entry, args, result)
-            return tuple(None if r is None else wrap(r) for r in result[:returns])
+            device = device_of(args)
+            return tuple(None if r is None else wrap(r, device=device) for r in result[:returns])
         first = arrays[0]  # a Python scalar for pow.Scalar
         if promotes and result.dtype.kind != "b" and (not isinstance(first, np.ndarray) or result.dtype != first.dtype):
             result = _promoted(result, args)
-        return wrap(result)
+        return wrap(result, device=device_of(args))
 
     return run
 
@@ -418,13 +420,12 @@ def eager_kernel(entry: OpEntry) -> Callable:
 # --------------------------------------------------------------------------- memory ops
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
                          memory_format=None):
-    check_index(device)
-    return allocate(size, contiguous_strides(size), dtype or torch.get_default_dtype())
+    return _empty_strided(size, contiguous_strides(size), dtype, device=device)
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
     check_index(device)
-    return allocate(size, stride, dtype or torch.get_default_dtype())
+    return allocate(size, stride, dtype or torch.get_default_dtype(), None if device is None else device.index)
 
 
 def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
@@ -460,6 +461,12 @@ def _as_strided_inplace(t, size, stride, storage_offset=None):
 
 def _set_source_storage(t, source, storage_offset=0, size=(), stride=()):
     return set_storage(t, source, storage_offset, size, stride)
+
+
+def _set_whole_storage(t, source):
+    """``t.set_(storage)``: ``t`` becomes 1-d over all of it (``UntypedStorage.copy_`` uses this)."""
+    numel = source.nbytes() // t.element_size()
+    return set_storage(t, source, 0, [numel], [1])
 
 
 def _resize(t, size, memory_format=None):
@@ -509,7 +516,7 @@ def _zero(t):
 
 def _normal(t, mean=0.0, std=1.0, *, generator=None):
     target = as_numpy(t)
-    store(target, device.rng().normal(mean, std, target.shape), t.dtype)
+    store(target, device.rng(generator, t.device).normal(mean, std, target.shape), t.dtype)
     if ledger.charging():
         ledger.charge_kernel("normal_", target.nbytes, target.size)
     return t
@@ -517,7 +524,7 @@ def _normal(t, mean=0.0, std=1.0, *, generator=None):
 
 def _uniform(t, low=0.0, high=1.0, *, generator=None):
     target = as_numpy(t)
-    store(target, device.rng().uniform(low, high, target.shape), t.dtype)
+    store(target, device.rng(generator, t.device).uniform(low, high, target.shape), t.dtype)
     if ledger.charging():
         ledger.charge_kernel("uniform_", target.nbytes, target.size)
     return t
@@ -535,7 +542,7 @@ def _counted(name: str, fn: Callable) -> Callable:
 MEMORY_OPS = {
     "empty.memory_format": _empty_memory_format, "empty_strided": _empty_strided,
     "as_strided": _as_strided, "as_strided_": _as_strided_inplace, "resize_": _resize, "view": _view,
-    "set_.source_Storage_storage_offset": _set_source_storage,
+    "set_.source_Storage_storage_offset": _set_source_storage, "set_.source_Storage": _set_whole_storage,
     "_reshape_alias": _reshape_alias,
     "_local_scalar_dense": _local_scalar_dense, "fill_.Scalar": _fill, "fill_.Tensor": _fill,
     "zero_": _zero, "normal_": _normal, "uniform_": _uniform,

@@ -46,7 +46,7 @@ class ChipSpec:
     flops_per_us: float = 10e6           # 10 TFLOP/s
     copy_us: float = 10.0
     link_bytes_per_us: float = 16e3      # 16 GB/s
-    device_count: int = 1
+    device_count: int = 2
     malloc_us: float = 0.0
 
     def kernel_us(self, nbytes: int, flops: int) -> float:

@@ -15,6 +15,7 @@ import torch
 
 from grader import chapters
 from grader.instructor.gradescope.bundle import build_bundle, torch_pin
+from toychip import runtime_build
 from notebook_builders import NOTEBOOKS, write_answers_only, write_filled, wrong_answer_source
 from answers_ch03 import fold_conv_bn_ignoring_users
 
@@ -73,6 +74,11 @@ def autograder(tmp_path_factory):
     done = grader("gradescope-bundle", "03", str(root.parent / "ch03.zip"))
     assert done.returncode == 0, done.stderr
     unzip_like_gradescope(root.parent / "ch03.zip", root / "source")
+    # setup.sh's last step builds the toy chip's runtime into the bundle; a build of the same
+    # sources is what this checkout imports, copied instead of compiled again.
+    built = (root / "source" / "course" / "lib" / "toychip" / "_build")
+    built.mkdir()
+    shutil.copy(runtime_build.ensure_built(), built)
     return root
 
 
@@ -150,6 +156,8 @@ def test_the_scripts_are_bash_at_the_root_and_torch_comes_from_the_cpu_index(aut
     assert torch_pin() == f"torch=={torch.__version__.split('+')[0]}" and re.fullmatch(r"torch==2\.13\.\d+", torch_pin())
     assert f'--index-url https://download.pytorch.org/whl/cpu "{torch_pin()}"' in setup
     assert "@TORCH_PIN@" not in setup and "bubblewrap" in setup
+    assert setup.rstrip().endswith('-m toychip.runtime_build')  # the sandbox cannot build it
+    assert not (source / "course" / "lib" / "toychip" / "_build" / "runtime-build.log").exists()  # not this machine's
     assert torch_pin() in (source / "requirements.txt").read_text(encoding="utf-8").splitlines()
 
 

@@ -20,7 +20,7 @@ def entry_point_dir(tmp_path_factory):
 
 
 def test_import_torch_loads_the_chip_from_the_entry_point(entry_point_dir):
-    assert import_torch_in_subprocess(entry_point_dir) == {"loaded": True, "result": "toychip:0 1"}
+    assert import_torch_in_subprocess(entry_point_dir) == {"loaded": True, "result": "toychip:0 2"}
 
 
 def test_autoload_zero_leaves_the_chip_unloaded(entry_point_dir):

@@ -1,4 +1,4 @@
-"""Does copy.deepcopy copy chip tensors and models (torch 2.13's default path crashes the process)?
+"""Does copy.deepcopy copy chip tensors and models (through the runtime's allocator and ``set_``)?
 
 Run in a subprocess: a regression would be a segfault, which must fail this test, not pytest.
 """

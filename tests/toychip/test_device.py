@@ -42,7 +42,7 @@ def test_autograd_through_the_chip(chip_pair):
 def test_device_module_functions():
     assert torch.toychip is toychip.device  # the device module PyTorch calls
     assert torch.toychip.is_available()
-    assert torch.toychip.device_count() == 1
+    assert torch.toychip.device_count() == 2
     assert torch.toychip.current_device() == 0
     torch.toychip.synchronize()
 
@@ -57,8 +57,8 @@ def test_manual_seed_all_seeds_the_chip_rng():
 
 
 def test_device_index_out_of_range_is_a_clear_error():
-    with pytest.raises(RuntimeError, match="toychip device index 1 is out of range"):
-        torch.randn(3, device="toychip:1")
+    with pytest.raises(RuntimeError, match="toychip device index 2 is out of range"):
+        torch.randn(3, device="toychip:2")
     with pytest.raises(RuntimeError, match="out of range"):
         torch.toychip.synchronize(3)
 

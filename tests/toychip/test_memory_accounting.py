@@ -54,12 +54,12 @@ def test_nothing_is_counted_outside_a_profile():
     del x
 
 
-def test_wrap_of_a_view_is_not_new_memory():
+def test_a_copy_of_chip_memory_is_not_new_memory_but_a_host_array_is():
     base = np.ones((4, 4), np.float32)
     with toychip.profile() as p:
-        t = memory.wrap(base[:2])                     # a view: memory that is already there
-        u = memory.wrap(base.T, counted=False)        # copied to C order, but not new memory
-    assert p.allocated_bytes == 0
+        t = memory.wrap(base[:2])                     # host memory copied to the chip: new
+        u = memory.wrap(base.T, counted=False)        # a compiled graph's view of its input
+    assert p.allocated_bytes == base[:2].nbytes
     del t, u
 
 

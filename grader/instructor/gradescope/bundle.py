@@ -30,7 +30,7 @@ from ..seed import SEED_FILE, course_seed, new_seed
 TEMPLATES = Path(__file__).resolve().parent
 CHECKOUT = TEMPLATES.parents[2]
 COURSE_FILES = ("grader", "solutions", "lib", "pyproject.toml", "README.md")
-SKIPPED = ("__pycache__", ".pyc", ".egg-info")
+SKIPPED = ("__pycache__", ".pyc", ".egg-info", "_build")  # _build: this machine's toychip runtime
 BUNDLE_FILE = "bundle.json"
 SECRET_DIR = "secret"
 COURSE_DIR = "course"

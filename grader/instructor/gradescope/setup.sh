@@ -13,7 +13,7 @@ fi
 apt-get update -qq
 # bubblewrap: the sandbox's allowlisted file system. Where Gradescope's container forbids
 # the namespaces it needs, the grader falls back and every results.json says which isolation ran.
-# g++: TorchInductor compiles the C++ it generates for the CPU.
+# g++: TorchInductor compiles the C++ it generates for the CPU, and the toy chip's runtime is C++.
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv bubblewrap g++
 
 python3 -m venv "$SOURCE/venv"
@@ -24,3 +24,5 @@ python3 -m venv "$SOURCE/venv"
 # The course's packages stay where they are (run_autograder puts them on PYTHONPATH); this
 # registers their metadata, such as the toy chip's torch.compile backend entry point.
 "$SOURCE/venv/bin/python" -m pip install --quiet --no-deps -e "$SOURCE/course"
+# The toy chip's C++ runtime, compiled once here (the sandbox cannot write its build folder).
+PYTHONPATH="$SOURCE/course/lib" "$SOURCE/venv/bin/python" -m toychip.runtime_build
