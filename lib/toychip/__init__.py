@@ -10,8 +10,8 @@ a vendor integrates and data flows; each imports only modules above it in this l
     ledger    the open profiles, charge_kernel/copy/malloc on the guard's current stream: what the chip's work costs
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
     allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
-    memory    device memory = NumPy buffers on the tensor's storage, aliasing views
-    streams   torch.toychip.Stream / Event: per-stream timelines on the simulated clock
+    memory    the kernels' NumPy view of a storage's memory, results adopted as memory, aliasing views
+    streams   torch.Stream / Event of the runtime's guard: per-stream timelines on the simulated clock
     device    the device module PyTorch calls (torch.toychip): registration, RNG, memory stats
     trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
     clock     deterministic simulated time: toychip.profile(), Profile adds up the ledger's charges
@@ -43,7 +43,7 @@ Example::
 """
 import warnings
 
-from . import autocast, device, distributed, fallback, op_table
+from . import autocast, device, distributed, fallback, memory, op_table
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -61,6 +61,7 @@ from .spec import DEFAULT_SPEC, ChipSpec
 warnings.filterwarnings("ignore", message="'toychip.runtime_build' found in sys.modules", category=RuntimeWarning)
 
 device.register()
+memory.register()
 op_table.register()
 fallback.register()
 autocast.register()

@@ -285,3 +285,20 @@ def _as_numpy_slow(t: torch.Tensor) -> np.ndarray:
     else:
         attach(storage, check_dtype(t.dtype))
     return as_numpy(t)
+
+
+_resize_storage = torch.UntypedStorage.resize_
+
+
+def _resize_chip_storage(storage, nbytes):
+    """``UntypedStorage.resize_``: the runtime's hook gives a chip storage new memory (the old
+    is freed), so the kernels' view of it (``_buf``) is made again over the new bytes."""
+    _resize_storage(storage, nbytes)
+    if storage.device.type == "toychip" and hasattr(storage, "_raw"):
+        attach(storage, storage._buf.dtype)
+    return storage
+
+
+def register() -> None:
+    """Keep the kernels' view of a storage right when Python resizes it (idempotent)."""
+    torch.UntypedStorage.resize_ = _resize_chip_storage

@@ -48,3 +48,11 @@ def test_inplace_restride_and_resize_keep_the_buffer():
     u = torch.arange(4.0).to("toychip")
     u.resize_(2, 3)
     assert u.shape == (2, 3) and torch.equal(u.cpu().flatten()[:4], torch.arange(4.0))
+
+
+def test_resizing_a_storage_from_python_moves_the_kernels_view_to_the_new_memory():
+    t = torch.arange(4.0, device="toychip")
+    storage = t.untyped_storage()
+    storage.resize_(32)                                  # the runtime's hook: new memory, old bytes kept
+    assert storage._raw.ctypes.data == storage.data_ptr() and storage._raw.size == 32
+    assert t.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
