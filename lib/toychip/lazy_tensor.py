@@ -12,8 +12,9 @@ Every materialisation is logged with its reason (``lazy_metrics().sync_reasons``
 ``item``, ``host_copy`` (``.cpu()``, ``.tolist()``), ``print`` (printing reads the
 buffer with dispatch modes switched off), ``data_dependent_shape`` (``nonzero``, boolean
 masks), ``fallback`` (an op without a chip kernel), ``eager_op`` / ``eager_write`` (an
-op that must run eagerly, e.g. in place on part of a tensor), ``mark_step``, ``exit``
-and ``explicit`` (a direct :func:`sync` call).
+op that must run eagerly, e.g. in place on part of a tensor), ``memory_replaced`` (a
+storage that a pending graph reads gets new memory: ``UntypedStorage.resize_``, an ``out=``
+result of another shape), ``mark_step``, ``exit`` and ``explicit`` (a direct :func:`sync` call).
 
 At materialisation the pending graph is cut to what live tensors need (dead-code
 removal), turned into an FX graph, scheduled with pointwise fusion and compiled to Python
@@ -220,8 +221,9 @@ def _record_node(target, args, kwargs, meta) -> LazyNode:
 
 
 def _lazy_tensor(node: LazyNode, device: int) -> torch.Tensor:
-    """A toychip tensor whose storage holds ``node`` instead of a buffer (its memory is
-    reserved now and filled when the graph runs)."""
+    """A toychip tensor whose storage holds ``node`` instead of a buffer. It gets memory of its
+    size now, so that PyTorch's C++ (a storage ``clone``, ``deepcopy``) sees the right
+    ``nbytes``; when the graph runs, its result replaces that memory (``runtime.adopt_into``)."""
     shape = node.meta.shape
     t = runtime.empty_strided(shape, memory.contiguous_strides(shape), node.meta.dtype, device)
     storage = t.untyped_storage()
@@ -689,3 +691,13 @@ def dump_ir(tensors=None) -> str:
 
 
 memory.set_materializer(_materialize_for_read)
+
+
+def _run_pending_readers(storage) -> None:
+    """Before ``storage``'s memory is replaced (``resize_``, an ``out=`` result): a pending graph
+    that reads it has a data node over that memory, so run the graphs first."""
+    if any(key[0] == id(storage) for key in _data_nodes):
+        sync("memory_replaced")
+
+
+memory.set_pending_readers(_run_pending_readers)

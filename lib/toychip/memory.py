@@ -119,14 +119,21 @@ def check_dtype(dtype: torch.dtype) -> np.dtype:
 def device_of(args) -> int:
     """The chip a kernel's results go to: that of its first chip tensor argument (the rule of
     the device guard that PyTorch's generated C++ wrappers set), else the current chip."""
+    index = _first_chip(args)
+    return runtime.current_device() if index is None else index
+
+
+def _first_chip(args) -> int | None:
     for a in args:
         if isinstance(a, torch.Tensor):
             index = a.get_device()
             if index >= 0:
                 return index
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-            return device_of(a)
-    return runtime.current_device()
+            index = _first_chip(a)
+            if index is not None:
+                return index
+    return None
 
 
 def wrap(array, counted: bool = True, device: int | None = None) -> torch.Tensor:
@@ -178,22 +185,30 @@ def contiguous_strides(size) -> list[int]:
     return strides[::-1]
 
 
-def alias(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
-    """A view of ``t``'s storage with new metadata; no data moves (``as_strided``).
+def _view_of(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
+    """Give ``t`` new sizes/strides/offset over ``storage`` through the Meta kernel of
+    ``aten.set_`` (no kernel of the chip runs), inside the storage's memory: the Meta kernel
+    would grow ``nbytes`` without memory behind it, so the bounds are checked here, as
+    CPU's ``checkInBoundsForStorage`` does."""
+    elements = storage_nelems(size, stride)
+    needed = (offset + elements) * t.element_size()
+    if elements and needed > storage.nbytes():
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
+                           f"and itemsize {t.element_size()} requiring a storage size of {needed} are out of "
+                           f"bounds for storage of size {storage.nbytes()}")
+    _set_storage.redispatch(_META_KEYS, t, storage, offset, size, stride)
+    return t
 
-    The metadata is set by the Meta kernel of ``aten.set_``, which only rewrites
-    sizes/strides/offset and the storage pointer (no kernel of the chip runs); the storage
-    object, and so its memory and ``_buf``, is shared.
-    """
-    out = runtime.empty_strided([0], [1], t.dtype, t.get_device())
-    _set_storage.redispatch(_META_KEYS, out, t.untyped_storage(), offset, size, stride)
-    return out
+
+def alias(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
+    """A view of ``t``'s storage with new metadata; no data moves (``as_strided``). The storage
+    object, and so its memory and ``_buf``, is shared."""
+    return _view_of(runtime.empty_strided([0], [1], t.dtype, t.get_device()), t.untyped_storage(), offset, size, stride)
 
 
 def restride(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
     """``as_strided_`` on the chip: new metadata for ``t`` itself over the same memory."""
-    _set_storage.redispatch(_META_KEYS, t, t.untyped_storage(), offset, size, stride)
-    return t
+    return _view_of(t, t.untyped_storage(), offset, size, stride)
 
 
 def set_storage(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
@@ -201,8 +216,7 @@ def set_storage(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Te
     tensors have (``torch.load`` and ``UntypedStorage.copy_`` view bytes as uint8)."""
     check_dtype(t.dtype)
     buffer_of(storage)
-    _set_storage.redispatch(_META_KEYS, t, storage, offset, size, stride)
-    return t
+    return _view_of(t, storage, offset, size, stride)
 
 
 def resize(t: torch.Tensor, size) -> torch.Tensor:
@@ -211,8 +225,9 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
     size = list(size)
     storage = t.untyped_storage()
     np_dtype = buffer_of(storage).dtype
-    needed = (t.storage_offset() + storage_nelems(size, contiguous_strides(size))) * np_dtype.itemsize
+    needed = (t.storage_offset() + storage_nelems(size, contiguous_strides(size))) * t.element_size()
     if needed > storage.nbytes():
+        _before_memory_moves(storage)
         runtime.resize_storage_bytes(storage, needed)
         attach(storage, np_dtype)
     return restride(t, size, contiguous_strides(size), t.storage_offset())
@@ -220,12 +235,28 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
 
 def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
     """Point ``t`` (in place) at new memory holding ``array``: ``resize_`` and ``out=`` results."""
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")
     storage = t.untyped_storage()
+    _before_memory_moves(storage)
     runtime.adopt_into(storage, array if array.flags.owndata else array.copy())
     attach(storage, array.dtype)
-    _set_storage.redispatch(_META_KEYS, t, storage, 0, array.shape, contiguous_strides(array.shape))
-    return t
+    return _view_of(t, storage, 0, array.shape, contiguous_strides(array.shape))
+
+
+# Set by :mod:`toychip.lazy`: runs the pending graphs that read ``storage``'s memory before
+# that memory is replaced (replacing it frees it; the old design's NumPy buffers outlived it).
+_pending_readers = None
+
+
+def set_pending_readers(fn) -> None:
+    """Install the function that runs pending graphs reading a storage (chapter 04)."""
+    global _pending_readers
+    _pending_readers = fn
+
+
+def _before_memory_moves(storage) -> None:
+    if _pending_readers is not None:
+        _pending_readers(storage)
 
 
 def buffer_of(storage) -> np.ndarray:
@@ -293,8 +324,11 @@ _resize_storage = torch.UntypedStorage.resize_
 def _resize_chip_storage(storage, nbytes):
     """``UntypedStorage.resize_``: the runtime's hook gives a chip storage new memory (the old
     is freed), so the kernels' view of it (``_buf``) is made again over the new bytes."""
+    chip = storage.device.type == "toychip"
+    if chip:
+        _before_memory_moves(storage)
     _resize_storage(storage, nbytes)
-    if storage.device.type == "toychip" and hasattr(storage, "_raw"):
+    if chip and hasattr(storage, "_raw"):
         attach(storage, storage._buf.dtype)
     return storage
 

@@ -317,12 +317,16 @@ def _build(cxx: str, sources: list[Path], target: Path, *, quiet: bool) -> None:
                 source = todo.pop(0)
                 obj = Path(scratch) / f"{source.stem}.o"
                 command = [cxx, *flags, "-c", str(source), "-o", str(obj)]
-                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                running[process] = (source, obj, command, time.monotonic())
+                # Output to a file, not a pipe: a long template error would fill the pipe and
+                # block the compiler, which this loop only reads after it exits.
+                output_path = obj.with_suffix(".out")
+                with open(output_path, "w") as output_file:
+                    process = subprocess.Popen(command, stdout=output_file, stderr=subprocess.STDOUT)
+                running[process] = (source, output_path, command, time.monotonic())
                 objects.append(obj)
             process = _wait_any(running)
-            source, obj, command, began = running.pop(process)
-            output = process.stdout.read()
+            source, output_path, command, began = running.pop(process)
+            output = output_path.read_text(errors="replace")
             log.write(f"$ {' '.join(command)}\n{output}\n")
             if process.returncode != 0:
                 failed.append((source, output))

@@ -114,16 +114,13 @@ def set_stream(new: torch.Stream) -> None:
 
 @contextlib.contextmanager
 def stream(s: torch.Stream | None):
-    """Inside the block, chip work is queued on ``s`` (``None``: no change)."""
+    """Inside the block, chip work is queued on ``s`` (``None``: no change); afterwards the
+    previous stream and device are current again (``torch.Stream``'s own context manager)."""
     if s is None:
         yield
         return
-    previous = current_stream(s.device_index)
-    set_stream(s)
-    try:
+    with s:
         yield
-    finally:
-        set_stream(previous)
 
 
 def register() -> None:

@@ -54,11 +54,11 @@ def test_nothing_is_counted_outside_a_profile():
     del x
 
 
-def test_a_copy_of_chip_memory_is_not_new_memory_but_a_host_array_is():
+def test_a_result_is_new_memory_unless_it_is_marked_as_a_view_of_an_input():
     base = np.ones((4, 4), np.float32)
     with toychip.profile() as p:
-        t = memory.wrap(base[:2])                     # host memory copied to the chip: new
-        u = memory.wrap(base.T, counted=False)        # a compiled graph's view of its input
+        t = memory.wrap(base[:2])                     # a kernel's result: new memory
+        u = memory.wrap(base.T, counted=False)        # as a compiled graph marks t(input): not new
     assert p.allocated_bytes == base[:2].nbytes
     del t, u
 

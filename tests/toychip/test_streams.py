@@ -101,3 +101,9 @@ def test_chrome_trace_has_one_row_per_stream_and_the_overlap(tmp_path):
     assert ops["copy:to_chip"]["ts"] == ops["mm.default"]["ts"] == 0.0     # they overlap
     assert {e["args"]["name"] for e in events if e["ph"] == "M"} == {"default stream", f"stream {side.stream_id}"}
     del nxt, y
+
+
+def test_the_stream_context_restores_the_device_as_well():
+    with tc.stream(torch.Stream(device="toychip:1")):
+        assert tc.current_device() == 1 and tc.current_stream(1).stream_id != 0
+    assert tc.current_device() == 0
