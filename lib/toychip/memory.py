@@ -289,7 +289,7 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
         off = t.storage_offset()
         return buf[off:off + t.numel()].reshape(t.shape)
     offset = t.storage_offset()
-    if offset + storage_nelems(t.shape, t.stride()) > buf.size:  # as_strided does not check
+    if offset + storage_nelems(t.shape, t.stride()) > buf.size:  # its storage was shrunk under it
         raise RuntimeError(f"toychip: a view of size {tuple(t.shape)}, stride {t.stride()} and offset "
                            f"{offset} reaches past its storage of {buf.size} elements")
     size = buf.itemsize
