@@ -14,7 +14,8 @@ sizes/strides/offset, so writing through a view writes the base, as on a real de
 Why the storage and not the tensor: autograd saves C++ shallow copies of tensors, which
 drop Python attributes; the storage object is shared by all of them, and PyTorch keeps its
 Python object alive exactly as long as the memory. ``_buf`` does not own the memory, so an
-array taken from it must not outlive its tensor (lazy mode's data nodes keep the tensor).
+array taken from it must not outlive its memory (lazy mode's data nodes keep the storage,
+and pending graphs run before a storage's memory is replaced).
 
 A kernel computes its result into a fresh NumPy array, which becomes the new storage's
 memory (:func:`wrap`; a real device's kernel writes straight into the memory the allocator
