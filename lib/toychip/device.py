@@ -21,7 +21,7 @@ import torch
 
 from . import runtime as rt, streams
 from .allocator import CachingAllocator, for_device
-from .spec import NAME, check_index, get_spec
+from .spec import NAME, check_index, get_spec, index_of
 # The device module's stream API (torch.toychip.Stream, ...), implemented in toychip.streams.
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
@@ -49,25 +49,16 @@ def current_device() -> int:
     return rt.current_device()
 
 
-def _index(device) -> int:
-    """A device index from an int, ``"toychip:1"``, a ``torch.device`` or None (the current one)."""
-    check_index(device)
-    if device is None:
-        return rt.current_device()
-    index = device if isinstance(device, int) else torch.device(device).index
-    return rt.current_device() if index is None else index
-
-
 def set_device(device) -> None:
     """Select the chip new tensors go to (the runtime's current device, per thread)."""
-    rt.set_device(_index(device))
+    rt.set_device(index_of(device))
 
 
 class device:
     """``with torch.toychip.device(1):`` -- selects a chip for the block, then the previous one again."""
 
     def __init__(self, device):
-        self.index = None if device is None or device == -1 else _index(device)
+        self.index = None if device is None or device == -1 else index_of(device)
         self.previous = None
 
     def __enter__(self):
@@ -123,7 +114,7 @@ def initial_seed() -> int:
 def rng(generator: torch.Generator | None = None, device=None) -> np.random.Generator:
     """A NumPy generator for one ``normal_``/``uniform_`` kernel, seeded from ``generator``
     (a ``torch.Generator("toychip")``) or from ``device``'s default generator."""
-    return np.random.Generator(np.random.PCG64(rt.draw_seed(generator, _index(device))))
+    return np.random.Generator(np.random.PCG64(rt.draw_seed(generator, index_of(device))))
 
 
 def get_rng_state(device=None) -> torch.Tensor:
@@ -132,12 +123,12 @@ def get_rng_state(device=None) -> torch.Tensor:
     ``torch.library.opcheck`` and ``torch.random.fork_rng`` save and restore it around
     every run on an available accelerator, so the device module must provide it.
     """
-    return rt.default_generator(_index(device)).get_state()
+    return rt.default_generator(index_of(device)).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
     """Restore a state returned by :func:`get_rng_state`."""
-    rt.default_generator(_index(device)).set_state(new_state.cpu())
+    rt.default_generator(index_of(device)).set_state(new_state.cpu())
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
@@ -153,11 +144,7 @@ def set_rng_state_all(new_states) -> None:
 # torch.cuda's memory functions, answered by each chip's caching allocator (toychip.allocator);
 # torch.accelerator.memory_* reach the same numbers through the runtime's memory hooks.
 def _allocator(device=None) -> CachingAllocator:
-    check_index(device)
-    if device is None:
-        return for_device(rt.current_device())
-    index = device if isinstance(device, int) else torch.device(device).index
-    return for_device(rt.current_device() if index is None else index)
+    return for_device(index_of(device))
 
 
 def memory_allocated(device=None) -> int:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import runtime
+
 NAME = "toychip"
 """The device type PyTorch knows the chip by (``PrivateUse1`` renamed, see :mod:`toychip.device`)."""
 
@@ -85,3 +87,11 @@ def check_index(device) -> None:
         raise RuntimeError(
             f"toychip device index {index} is out of range: this machine has "
             f"{_spec.device_count} toychip device(s) (valid: 0..{_spec.device_count - 1})")
+
+
+def index_of(device) -> int:
+    """The chip ``device`` names -- an int, ``"toychip:1"``, a ``torch.device``; ``None`` or no
+    index: the current one (the runtime's, per thread) -- after :func:`check_index`."""
+    check_index(device)
+    index = None if device is None else device if isinstance(device, int) else torch.device(device).index
+    return runtime.current_device() if index is None else index

@@ -36,18 +36,12 @@ import contextlib
 import torch
 
 from . import ledger, runtime
-from .spec import NAME, check_index
+from .spec import NAME, index_of
 
 
 def _device(device) -> torch.device:
     """``None``/index/str/device -> ``toychip:N`` (``None``: the current chip)."""
-    check_index(device)
-    if device is None:
-        return torch.device(NAME, runtime.current_device())
-    if isinstance(device, int):
-        return torch.device(NAME, device)
-    device = torch.device(device)
-    return device if device.index is not None else torch.device(NAME, runtime.current_device())
+    return torch.device(NAME, index_of(device))
 
 
 class Stream(torch.Stream):
