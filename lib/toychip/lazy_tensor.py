@@ -223,7 +223,7 @@ def _record_node(target, args, kwargs, meta) -> LazyNode:
 def _lazy_tensor(node: LazyNode, device: int) -> torch.Tensor:
     """A toychip tensor whose storage holds ``node`` instead of a buffer. It gets memory of its
     size now, so that PyTorch's C++ (a storage ``clone``, ``deepcopy``) sees the right
-    ``nbytes``; when the graph runs, its result replaces that memory (``runtime.adopt_into``)."""
+    ``nbytes``; when the graph runs, its result replaces that memory (:func:`memory.replace_memory`)."""
     shape = node.meta.shape
     t = runtime.empty_strided(shape, memory.contiguous_strides(shape), node.meta.dtype, device)
     storage = t.untyped_storage()
@@ -584,9 +584,7 @@ def sync(reason: str = "explicit", op=None) -> None:
     program = _program_for(order, outputs, graph, signature, nodes)
     results = program.fn(*inputs)
     for storage, result in zip(roots, results):
-        result = np.asarray(result)
-        runtime.adopt_into(storage, result if result.flags.owndata and result.flags.c_contiguous else result.copy())
-        memory.attach(storage, result.dtype, counted=False)  # booked, but not counted by profiles (yet)
+        memory.replace_memory(storage, np.asarray(result), counted=False)  # booked, not counted by profiles (yet)
         del storage._lazy
     executed = sum(n.target != "data" for n in order)
     _metrics.graphs_executed += 1

@@ -236,12 +236,20 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
 
 def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
     """Point ``t`` (in place) at new memory holding ``array``: ``resize_`` and ``out=`` results."""
-    array = np.asarray(array, order="C")
+    array = np.asarray(array)
     storage = t.untyped_storage()
-    _before_memory_moves(storage)
-    runtime.adopt_into(storage, array if array.flags.owndata else array.copy())
-    attach(storage, array.dtype)
+    replace_memory(storage, array)
     return _view_of(t, storage, 0, array.shape, contiguous_strides(array.shape))
+
+
+def replace_memory(storage, array: np.ndarray, counted: bool = True) -> np.ndarray:
+    """``storage``'s memory becomes ``array``'s (a C-contiguous copy of it, unless ``array``
+    owns its memory and is one already); pending graphs that read the old memory run first,
+    since replacing it frees it. Returns the kernels' new view (see :func:`attach`)."""
+    _before_memory_moves(storage)
+    owned = array if array.flags.owndata and array.flags.c_contiguous else np.array(array, order="C")
+    runtime.adopt_into(storage, owned)
+    return attach(storage, array.dtype, counted=counted)
 
 
 # Set by :mod:`toychip.lazy`: runs the pending graphs that read ``storage``'s memory before
