@@ -119,15 +119,21 @@ def test_zig_is_used_only_when_no_system_compiler_is_there(no_system_compiler, f
     assert cxx_toolchain.current().kind == "system"
 
 
-def test_the_wrapper_swaps_openmp_for_the_one_thread_header_and_checks_pch_inputs_by_content(fake_ziglang, tmp_path):
+def test_the_wrapper_swaps_openmp_for_the_one_thread_header_and_writes_pchs_checked_by_content(fake_ziglang, tmp_path):
     arguments = ["-O3", "-fopenmp", "-march=native", "kernel.cpp", "-lgomp", "-lc10", "-o", "kernel.so"]
     subprocess.run([str(cxx_toolchain.WRAPPER), *arguments], check=True,
                    env={**os.environ, cxx_toolchain.ZIG_VARIABLE: str(fake_ziglang / "zig")})
     passed = (tmp_path / "zig.args").read_text().splitlines()
     include = str(cxx_toolchain.WRAPPER.parent / "include")
-    assert passed == ["c++", "-fpch-validate-input-files-content", "-isystem", include, "-O3", "-fopenmp-simd", "-march=native", "kernel.cpp",
+    assert passed == ["c++", "-fpch-validate-input-files-content", "-Xclang", "-fno-pch-timestamp", "-isystem", include, "-O3", "-fopenmp-simd", "-march=native", "kernel.cpp",
                       "-lc10", "-o", "kernel.so"]
     assert (Path(include) / "omp.h").is_file()
+
+
+def test_the_wrappers_version_names_its_pch_format_so_inductor_keys_pchs_by_it(fake_ziglang):
+    version = subprocess.run([str(cxx_toolchain.WRAPPER), "-v"], capture_output=True, text=True, check=True,
+                             env={**os.environ, cxx_toolchain.ZIG_VARIABLE: str(fake_ziglang / "zig")})
+    assert "precompiled headers without timestamps" in version.stdout
 
 
 def test_the_wrapper_says_what_is_missing_without_zig(monkeypatch):

@@ -5,6 +5,7 @@ these (with CXX_TOOLCHAIN_REQUIRE_ZIG=1: a skip is then a failure). Elsewhere a 
 compiler is in use and they are skipped.
 """
 import os
+import subprocess
 
 import pytest
 import torch
@@ -58,6 +59,25 @@ def test_training_step_gradients_agree_with_eager():
     model(x).sum().backward()
     for c, e in zip(compiled, (p.grad for p in model.parameters())):
         torch.testing.assert_close(c, e)
+
+
+def test_a_precompiled_header_still_serves_after_its_headers_get_new_mtimes(tmp_path):
+    """What a venv reinstalled at the same path does to Inductor's PCHs (kept in /tmp, keyed by
+    content): the headers' content stays, their mtimes change. clang must neither refuse the PCH
+    nor include its headers a second time ("redefinition of ...")."""
+    (tmp_path / "inner.h").write_text("#pragma once\nstatic inline int answer() { return 42; }\n")
+    (tmp_path / "prefix.h").write_text('#pragma once\n#include "inner.h"\n')
+    (tmp_path / "kernel.cpp").write_text('#include "prefix.h"\nint main() { return answer() == 42 ? 0 : 1; }\n')
+    (tmp_path / "pch.h").write_text('#include "prefix.h"\n')
+    compiler = str(cxx_toolchain.WRAPPER)
+    subprocess.run([compiler, "-x", "c++-header", "pch.h", "-o", "pch.h.pch"], cwd=tmp_path, check=True)
+    later = (tmp_path / "pch.h.pch").stat().st_mtime + 100
+    for header in ("inner.h", "prefix.h", "pch.h"):
+        os.utime(tmp_path / header, (later, later))
+    built = subprocess.run([compiler, "-include", "pch.h", "kernel.cpp", "-o", "kernel"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run([str(tmp_path / "kernel")]).returncode == 0
 
 
 def test_a_compile_exercise_grades_in_the_sandbox():
