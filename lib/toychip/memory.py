@@ -186,6 +186,15 @@ def contiguous_strides(size) -> list[int]:
     return strides[::-1]
 
 
+def format_strides(size, memory_format=None) -> list[int]:
+    """The strides ``torch.empty(size, memory_format=...)`` gets on the CPU: row-major, or
+    channels innermost for ``channels_last``/``channels_last_3d`` (asked of a meta tensor,
+    which also raises CPU's error for a format that does not fit ``size``)."""
+    if memory_format is None or memory_format == torch.contiguous_format:
+        return contiguous_strides(size)
+    return list(torch.empty(size, device="meta", memory_format=memory_format).stride())
+
+
 def _view_of(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
     """Give ``t`` new sizes/strides/offset over ``storage`` through the Meta kernel of
     ``aten.set_`` (no kernel of the chip runs), inside the storage's memory: the Meta kernel

@@ -26,7 +26,7 @@ from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_b
     values_of, widen
 from .kernels import KERNELS, Kernel
 from .memory import NUMPY_DTYPE, DeviceMismatchError, alias, allocate, as_numpy, check_dtype, \
-    contiguous_strides, device_of, resize, restride, set_storage, wrap
+    contiguous_strides, device_of, format_strides, resize, restride, set_storage, wrap
 from .spec import check_index
 
 aten = torch.ops.aten
@@ -420,7 +420,7 @@ def eager_kernel(entry: OpEntry) -> Callable:
 # --------------------------------------------------------------------------- memory ops
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
                          memory_format=None):
-    return _empty_strided(size, contiguous_strides(size), dtype, device=device)
+    return _empty_strided(size, format_strides(size, memory_format), dtype, device=device)
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
@@ -530,6 +530,19 @@ def _uniform(t, low=0.0, high=1.0, *, generator=None):
     return t
 
 
+def _clone(t, memory_format=None):
+    """``clone`` (``contiguous(memory_format=...)`` too) into memory laid out as the CPU lays
+    it out: ``preserve_format`` keeps a dense input's strides, ``channels_last`` is NHWC."""
+    out = torch.empty_like(t, memory_format=torch.preserve_format if memory_format is None else memory_format)
+    source, target = as_numpy(t), as_numpy(out)
+    clone_kernel = KERNELS["clone"]
+    clone_kernel.fn(source, out=target)
+    if ledger.charging():
+        ledger.charge_kernel("clone.default", source.nbytes + target.nbytes, clone_kernel.flops([source], [target]))
+    NATIVE_COUNTS["clone.default"] += 1
+    return out
+
+
 def _counted(name: str, fn: Callable) -> Callable:
     def run(*args, **kwargs):
         NATIVE_COUNTS[name] += 1
@@ -555,6 +568,7 @@ def eager_kernels() -> dict[str, Callable]:
         kernels[name] = fn if name.startswith("empty") else _counted(name, fn)
     for op, entry in OP_TABLE.items():
         kernels[registration.op_name(op)] = eager_kernel(entry)
+    kernels["clone"] = _clone  # the table's clone kernel, into a result laid out as the CPU's
     return kernels
 
 

@@ -4,7 +4,8 @@
 import, see :mod:`toychip.runtime_build`). Loading it registers, for ``PrivateUse1``, what
 a C++ backend registers (OpenReg, torch_npu): the device guard (devices, streams,
 events), the hooks (generators, pinned memory, pointer -> device, ``resize_``), the
-device allocator and the pinned-memory host allocator. The kernels stay Python/NumPy
+device allocator, the pinned-memory host allocator and the profiler stubs
+(``torch.autograd.profiler.profile(use_device="toychip")``). The kernels stay Python/NumPy
 and the simulated clock stays Python: the runtime calls back into it through hooks.
 
 Devices::

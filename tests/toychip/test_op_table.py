@@ -81,3 +81,38 @@ def test_scatter_into_a_view_runs_on_chip_kernels(fn):
     with toychip.strict():
         got = fn(a.to("toychip"), s.to("toychip")).cpu()
     torch.testing.assert_close(got, fn(a, s))
+
+
+FORMATS = [(torch.channels_last, (2, 3, 4, 5)), (torch.channels_last_3d, (2, 3, 2, 4, 5))]
+
+
+@pytest.mark.parametrize("memory_format, shape", FORMATS)
+def test_memory_formats_give_the_cpus_strides(memory_format, shape):
+    cpu = torch.randn(shape)
+    chip = cpu.to("toychip")
+    made = {
+        "empty": lambda t: torch.empty(shape, device=t.device, memory_format=memory_format),
+        "empty_like": lambda t: torch.empty_like(t, memory_format=memory_format),
+        "to": lambda t: t.to(memory_format=memory_format),
+        "contiguous": lambda t: t.contiguous(memory_format=memory_format),
+        "clone of a channels-last tensor": lambda t: t.contiguous(memory_format=memory_format).clone(),
+    }
+    for name, make in made.items():
+        assert make(chip).stride() == make(cpu).stride(), name
+        assert make(chip).is_contiguous(memory_format=memory_format), name
+    torch.testing.assert_close(chip.contiguous(memory_format=memory_format).cpu(), cpu)
+
+
+def test_a_memory_format_that_does_not_fit_the_rank_is_refused_as_on_cpu():
+    with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+        torch.empty(2, 3, 4, device="toychip", memory_format=torch.channels_last)
+
+
+def test_kernels_compute_cpu_values_on_channels_last_inputs():
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3)
+    chip_x, chip_w = (t.to("toychip").contiguous(memory_format=torch.channels_last) for t in (x, w))
+    cases = [lambda a, b: F.relu(a) * 2 + a, lambda a, b: a.sum(dim=(2, 3)), lambda a, b: F.conv2d(a, b, padding=1),
+             lambda a, b: F.max_pool2d(a, 2), lambda a, b: F.batch_norm(a, None, None, training=True)]
+    for fn in cases:
+        torch.testing.assert_close(fn(chip_x, chip_w).cpu(), fn(x, w))
