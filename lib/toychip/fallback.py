@@ -24,7 +24,7 @@ import torch
 
 from . import ledger
 from .dtypes import host_array, host_tensor, store
-from .memory import as_numpy, device_of, rebind, wrap
+from .memory import as_numpy, check_dtype, device_of, resize, wrap
 from .op_table import NATIVE_COUNTS, set_decline_handler
 
 FALLBACK_COUNTS: Counter = Counter()
@@ -98,6 +98,7 @@ def _to_cpu(value):
 
 def _to_chip(value, device: int):
     if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+        check_dtype(value.dtype)  # a CPU result the chip cannot hold (a quantized tensor): say so
         if ledger.charging():
             ledger.charge_copy("to_chip", value.nbytes)
         return wrap(host_array(value), device=device)
@@ -115,13 +116,18 @@ def _result_device(args, kwargs) -> int:
 
 
 def _write_back(chip: torch.Tensor, cpu: torch.Tensor) -> None:
-    """Copy a mutated CPU argument back into its chip tensor (resizing if the op did)."""
+    """Copy a mutated CPU argument back into its chip tensor.
+
+    If the op resized its CPU copy (an ``out=`` of the wrong shape), the chip tensor is
+    resized the same way first -- contiguous, at its own storage offset, the memory grown
+    only if needed -- so an ``out=`` that views a larger tensor writes into that tensor's
+    memory, as on the CPU, instead of being given memory of its own.
+    """
     if ledger.charging():
         ledger.charge_copy("to_chip", cpu.nbytes)
     if tuple(chip.shape) != tuple(cpu.shape):
-        rebind(chip, host_array(cpu))
-    else:
-        store(as_numpy(chip), host_array(cpu), chip.dtype)
+        resize(chip, cpu.shape)
+    store(as_numpy(chip), host_array(cpu), chip.dtype)
 
 
 def _tensors_for_numbers(op, args) -> tuple:

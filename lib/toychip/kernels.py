@@ -531,6 +531,133 @@ def max_pool2d_backward(grad, x, kernel_size, stride=(), padding=(0, 0), dilatio
     return summed.astype(x.dtype).reshape(x.shape)
 
 
+# --------------------------------------------------------------------------- recurrent cells, attention
+def _lstm_cell_flops(inputs, outputs) -> int:
+    """About 4 operations per gate element (the sums, the activation) and 5 per hidden
+    element (the cell update c' = f*c + i*g, h' = o*tanh(c'))."""
+    gates, cy = outputs[2], outputs[1]
+    return 4 * gates.size + 5 * cy.size
+
+
+def _lstm_gates(input_gates, hidden_gates, input_bias=None, hidden_bias=None):
+    """The activated gates i, f, g, o of an LSTM step (the columns of the gate matrices, in that order)."""
+    gates = input_gates + hidden_gates
+    for bias in (input_bias, hidden_bias):
+        if bias is not None:
+            gates = gates + bias
+    i, f, g, o = np.split(gates, 4, axis=-1)
+    return _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+
+
+@kernel("lstm_cell", "other", _lstm_cell_flops)
+def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """One LSTM step from its gate pre-activations x@W_ih^T and h@W_hh^T:
+    c' = f*c + i*g, h' = o*tanh(c') with i, f, o = sigmoid and g = tanh of the summed gates.
+
+    Returns (h', c', workspace): the workspace keeps the activated gates [i f g o] for the
+    backward, as ``_thnn_fused_lstm_cell`` does on CUDA.
+    """
+    i, f, g, o = _lstm_gates(input_gates, hidden_gates, input_bias, hidden_bias)
+    cy = f * cx + i * g
+    hy = o * np.tanh(cy)
+    return hy, cy, np.concatenate((i, f, g, o), axis=-1)
+
+
+def _lstm_cell_backward_flops(inputs, outputs) -> int:
+    """About 4 operations per gate element (each gate's derivative) and the bias sum."""
+    return 5 * outputs[0].size
+
+
+@kernel("lstm_cell_backward", "other", _lstm_cell_backward_flops)
+def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    """(d gates, d c, d bias) of :func:`lstm_cell` from its saved workspace [i f g o]:
+    dc' = grad_c' + grad_h' * o * (1 - tanh(c')^2); d i = dc' * g * i(1 - i),
+    d f = dc' * c * f(1 - f), d g = dc' * i * (1 - g^2), d o = grad_h' * tanh(c') * o(1 - o),
+    d c = dc' * f. A missing output gradient (``None``) counts as zero.
+    """
+    i, f, g, o = np.split(workspace, 4, axis=-1)
+    grad_hy = np.zeros_like(cy) if grad_hy is None else grad_hy
+    tanh_cy = np.tanh(cy)
+    grad_c = grad_hy * o * (1 - tanh_cy * tanh_cy)
+    if grad_cy is not None:
+        grad_c = grad_c + grad_cy
+    grad_gates = np.concatenate((grad_c * g * i * (1 - i), grad_c * cx * f * (1 - f),
+                                 grad_c * i * (1 - g * g), grad_hy * tanh_cy * o * (1 - o)), axis=-1)
+    grad_bias = grad_gates.sum(axis=0) if has_bias else None
+    return grad_gates, grad_c * f, grad_bias
+
+
+def _attention_flops(inputs, outputs) -> int:
+    """Two batched products: 2*L*S*E for the scores q@k^T and 2*L*S*Ev for p@v."""
+    q, k, v = inputs[:3]
+    return 2 * q.size * k.shape[-2] + 2 * (q.size // q.shape[-1]) * k.shape[-2] * v.shape[-1]
+
+
+def _attention_probabilities(q, k, bias, dropout_p, is_causal, scale):
+    """softmax(q@k^T * scale + bias) over the keys (a causal mask hides key j > query i), its
+    log-sum-exp, and the scale used (default 1/sqrt(E))."""
+    if dropout_p:
+        raise NotImplementedError(
+            f"toychip's attention kernel has no dropout (dropout_p={dropout_p}); pass dropout_p=0.0, "
+            "or let scaled_dot_product_attention take its math path")
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    scores = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if is_causal:
+        scores = np.where(np.tri(*scores.shape[-2:], dtype=bool), scores, -np.inf)
+    if bias is not None:
+        scores = scores + bias
+    peak = np.max(scores, axis=-1, keepdims=True)
+    exp = np.exp(scores - peak)
+    total = np.sum(exp, axis=-1, keepdims=True)
+    return exp / total, (peak + np.log(total))[..., 0], scale
+
+
+@kernel("attention", "matmul", _attention_flops)
+def attention(q, k, v, bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, scale=None):
+    """out = softmax(q@k^T * scale + bias) @ v over (..., L, E) queries and (..., S, E) keys.
+
+    Returns the outputs of ``_scaled_dot_product_fused_attention_overrideable``: (out,
+    logsumexp, then what a flash kernel with dropout and variable lengths would fill in:
+    empty cumulative lengths, max_q = L, max_k = S, empty RNG state, an empty debug mask).
+    """
+    p, logsumexp, _ = _attention_probabilities(q, k, bias, dropout_p, is_causal, scale)
+    out = np.matmul(p, v).astype(q.dtype)
+    none = np.empty(0, np.int64)
+    return (out, logsumexp.astype(q.dtype), none, none.copy(), q.shape[-2], k.shape[-2], none.copy(),
+            none.copy(), np.empty(0, q.dtype))
+
+
+def _sum_to_shape(grad, shape):
+    """Sum ``grad`` over the axes that were broadcast from ``shape``."""
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    return np.sum(grad, axis=axes, keepdims=True).reshape(shape)
+
+
+def _attention_backward_flops(inputs, outputs) -> int:
+    """Twice the forward's products (the scores recomputed, then d p, d v, d q, d k)."""
+    return 2 * _attention_flops(inputs[1:4], outputs)
+
+
+@kernel("attention_backward", "other", _attention_backward_flops)
+def attention_backward(grad_out, q, k, v, bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k,
+                       max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale=None):
+    """(d q, d k, d v, d bias) of :func:`attention`; the probabilities p are recomputed (a
+    flash kernel rebuilds them from the saved logsumexp) and with d s = p * (d p - rowsum(d p * p)):
+    d v = p^T @ grad, d p = grad @ v^T, d q = d s @ k * scale, d k = d s^T @ q * scale,
+    d bias = d s summed to the bias's shape. Unrequested gradients are None.
+    """
+    p, _, scale = _attention_probabilities(q, k, bias, dropout_p, is_causal, scale)
+    grad_p = np.matmul(grad_out, np.swapaxes(v, -1, -2))
+    grad_s = p * (grad_p - np.sum(grad_p * p, axis=-1, keepdims=True))
+    want_q, want_k, want_v, want_bias = grad_input_mask
+    grads = (np.matmul(grad_s, k) * scale if want_q else None,
+             np.matmul(np.swapaxes(grad_s, -1, -2), q) * scale if want_k else None,
+             np.matmul(np.swapaxes(p, -1, -2), grad_out) if want_v else None,
+             _sum_to_shape(grad_s, bias.shape) if want_bias and bias is not None else None)
+    return tuple(None if g is None else g.astype(like.dtype) for g, like in zip(grads, (q, k, v, bias)))
+
+
 # --------------------------------------------------------------------------- graph-only ops
 # Views and factories that appear in compiled/lazy graphs. Eager mode never calls these:
 # there a view is an alias of the storage (see toychip.memory.alias).

@@ -243,14 +243,6 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
     return restride(t, size, contiguous_strides(size), t.storage_offset())
 
 
-def rebind(t: torch.Tensor, array: np.ndarray) -> torch.Tensor:
-    """Point ``t`` (in place) at new memory holding ``array``: ``resize_`` and ``out=`` results."""
-    array = np.asarray(array)
-    storage = t.untyped_storage()
-    replace_memory(storage, array)
-    return _view_of(t, storage, 0, array.shape, contiguous_strides(array.shape))
-
-
 def replace_memory(storage, array: np.ndarray, counted: bool = True) -> np.ndarray:
     """``storage``'s memory becomes ``array``'s (a C-contiguous copy of it, unless ``array``
     owns its memory and is one already); pending graphs that read the old memory run first,

@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend
 
 from . import device, ledger, registration
 from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_buffer, narrow, store, \
@@ -161,6 +162,10 @@ _COMPUTE_OPS = {
     "max_pool2d_with_indices_backward.default": "max_pool2d_backward",
     "select_scatter.default": "select_scatter", "slice_scatter.default": "slice_scatter",
     "diagonal_scatter.default": "diagonal_scatter",
+    "_thnn_fused_lstm_cell.default": "lstm_cell",
+    "_thnn_fused_lstm_cell_backward_impl.default": "lstm_cell_backward",
+    "_scaled_dot_product_fused_attention_overrideable.default": "attention",
+    "_scaled_dot_product_fused_attention_overrideable_backward.default": "attention_backward",
 }
 
 # Ops that write arguments the kernel returns: ATen op -> (kernel, (output, argument) pairs,
@@ -332,7 +337,8 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
     """
     result = entry.kernel.fn(*arrays, **kw)
     computed = result if isinstance(result, tuple) else (result,)
-    stored = tuple(r if r is None else narrow(r, _result_dtype(r, entry, args, half)) for r in computed)
+    stored = tuple(narrow(r, _result_dtype(r, entry, args, half)) if isinstance(r, np.ndarray) else r
+                   for r in computed)
     if ledger.charging():
         inputs = [as_numpy(a) for a in args if isinstance(a, Tensor)]
         ledger.charge_kernel(name, ledger.array_bytes(inputs) + ledger.array_bytes(stored),
@@ -343,8 +349,14 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
     if entry.writes:
         _write_arguments(entry, args, computed)
     device = device_of(args)
-    wrapped = tuple(None if r is None else wrap(r, device=device) for r in stored[:len(entry.op._schema.returns)])
+    wrapped = tuple(_wrap_result(r, device) for r in stored[:len(entry.op._schema.returns)])
     return wrapped if isinstance(result, tuple) else wrapped[0]
+
+
+def _wrap_result(r, device: int):
+    """One output of a multi-output kernel: an array becomes a chip tensor; ``None`` (an
+    output not computed) and plain numbers (attention's max_q) stay as they are."""
+    return wrap(r, device=device) if isinstance(r, np.ndarray) else r
 
 
 def _write_arguments(entry: OpEntry, args, results: tuple) -> None:
@@ -408,7 +420,7 @@ def eager_kernel(entry: OpEntry) -> Callable:
             if writes:
                 _write_arguments(entry, args, result)
             device = device_of(args)
-            return tuple(None if r is None else wrap(r, device=device) for r in result[:returns])
+            return tuple(_wrap_result(r, device) for r in result[:returns])
         first = arrays[0]  # a Python scalar for pow.Scalar
         if promotes and result.dtype.kind != "b" and (not isinstance(first, np.ndarray) or result.dtype != first.dtype):
             result = _promoted(result, args)
@@ -543,6 +555,22 @@ def _clone(t, memory_format=None):
     return out
 
 
+def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+                      enable_gqa=False) -> int:
+    """Which backend ``scaled_dot_product_attention`` should use on the chip: its attention
+    kernel (``SDPBackend.OVERRIDEABLE``, the slot PyTorch leaves to PrivateUse1) unless the
+    kernel cannot run these arguments (dropout, grouped-query heads) or ``sdpa_kernel()`` has
+    turned it off; then PyTorch's math path (built from the chip's matmul and softmax).
+
+    The dispatcher calls this for ``torch._fused_sdp_choice``; ``F.scaled_dot_product_attention``
+    itself asks a C++ DispatchStub, which only C++ (``REGISTER_PRIVATEUSE1_DISPATCH``) can fill.
+    """
+    gqa = enable_gqa and query.size(-3) != key.size(-3)
+    if dropout_p == 0.0 and not gqa and torch._C._get_overrideable_sdp_enabled():
+        return SDPBackend.OVERRIDEABLE.value
+    return SDPBackend.MATH.value if torch._C._get_math_sdp_enabled() else SDPBackend.ERROR.value
+
+
 def _counted(name: str, fn: Callable) -> Callable:
     def run(*args, **kwargs):
         NATIVE_COUNTS[name] += 1
@@ -563,7 +591,7 @@ MEMORY_OPS = {
 
 def eager_kernels() -> dict[str, Callable]:
     """The kernel library as the registration sees it: YAML op name -> PrivateUse1 kernel."""
-    kernels = {"_copy_from": _copy_from}
+    kernels = {"_copy_from": _copy_from, "_fused_sdp_choice": _fused_sdp_choice}
     for name, fn in MEMORY_OPS.items():
         kernels[name] = fn if name.startswith("empty") else _counted(name, fn)
     for op, entry in OP_TABLE.items():

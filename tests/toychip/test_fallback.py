@@ -63,3 +63,23 @@ def test_a_declined_kernel_falls_back():
 def test_fallback_out_argument_is_resized():
     out = torch.arange(5, device="toychip")   # arange.start_out resizes an empty chip tensor
     assert torch.equal(out.cpu(), torch.arange(5))
+
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+@pytest.mark.parametrize("step", [2, 3], ids=["same_shape", "resized"])
+def test_fallback_out_into_a_strided_view_writes_its_base(step):
+    """abs.out has no chip kernel: the fallback writes the CPU result into the view, and a view
+    of the wrong shape is resized over its base's memory (as CPU does), not given new memory."""
+    x = torch.randn(2, 2, 3)
+    base_cpu = torch.randn(2, 2, 6)
+    base_chip = base_cpu.to("toychip")
+    torch.abs(x, out=base_cpu[:, :, 0:6:step])
+    torch.abs(x.to("toychip"), out=base_chip[:, :, 0:6:step])
+    assert torch.equal(base_chip.cpu(), base_cpu)
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+def test_fallback_result_of_a_dtype_the_chip_lacks_is_a_clear_error():
+    x = torch.randn(3, device="toychip")
+    with pytest.raises(TypeError, match="toychip does not support dtype torch.qint8"):
+        torch.quantize_per_tensor(x, 0.1, 10, torch.qint8)
