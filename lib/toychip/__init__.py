@@ -11,6 +11,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
     allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
     memory    the kernels' NumPy view of a storage's memory, results adopted as memory, aliasing views
+    ipc       chip tensors through torch.multiprocessing: storages moved into shared memory, rebuilt over the same pages
     streams   torch.Stream / Event of the runtime's guard: per-stream timelines on the simulated clock
     device    the device module PyTorch calls (torch.toychip): registration, RNG, memory stats
     trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
@@ -43,7 +44,7 @@ Example::
 """
 import warnings
 
-from . import autocast, device, distributed, fallback, memory, op_table
+from . import autocast, device, distributed, fallback, ipc, memory, op_table
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -62,6 +63,7 @@ warnings.filterwarnings("ignore", message="'toychip.runtime_build' found in sys.
 
 device.register()
 memory.register()
+ipc.register()
 op_table.register()
 fallback.register()
 autocast.register()

@@ -243,12 +243,14 @@ def resize(t: torch.Tensor, size) -> torch.Tensor:
     return restride(t, size, contiguous_strides(size), t.storage_offset())
 
 
-def replace_memory(storage, array: np.ndarray, counted: bool = True) -> np.ndarray:
+def replace_memory(storage, array: np.ndarray, counted: bool = True, alias: bool = False) -> np.ndarray:
     """``storage``'s memory becomes ``array``'s (a C-contiguous copy of it, unless ``array``
-    owns its memory and is one already); pending graphs that read the old memory run first,
-    since replacing it frees it. Returns the kernels' new view (see :func:`attach`)."""
+    owns its memory and is one already, or ``alias``: ``array`` is C-contiguous memory that its
+    base keeps alive, such as pages other processes map too); pending graphs that
+    read the old memory run first, since replacing it frees it. Returns the kernels' new view
+    (see :func:`attach`)."""
     _before_memory_moves(storage)
-    owned = array if array.flags.owndata and array.flags.c_contiguous else np.array(array, order="C")
+    owned = array if alias or (array.flags.owndata and array.flags.c_contiguous) else np.array(array, order="C")
     runtime.adopt_into(storage, owned)
     return attach(storage, array.dtype, counted=counted)
 

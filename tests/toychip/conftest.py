@@ -1,5 +1,6 @@
 """Shared tiny models and a training loop run in each mode (cpu / eager / lazy / compiled)."""
 import contextlib
+from pathlib import Path
 
 import pytest
 import torch
@@ -67,3 +68,19 @@ def chip_pair():
 def run_training():
     """``run_training(model_name, mode, steps=3, compile_optimizer=False)``."""
     return train
+
+
+@pytest.fixture(scope="session")
+def toyccl_ranks(tmp_path_factory):
+    """Both ranks' results from one two-process toyccl run (spawn, FileStore, world size 2),
+    shared by test_toyccl.py and openreg/test_distributed.py: spawning imports torch twice.
+
+    The worker module goes on sys.path so the spawned ranks can import it by name.
+    """
+    out = tmp_path_factory.mktemp("toyccl")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(Path(__file__).parent))
+        import toyccl_worker
+
+        toyccl_worker.run(out)
+    return [torch.load(out / f"rank{r}.pt") for r in range(2)]

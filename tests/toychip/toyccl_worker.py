@@ -1,4 +1,5 @@
-"""Two ranks on the toy chip with toyccl, next to gloo on the CPU (run by test_toyccl.py).
+"""Two ranks on the toy chip with toyccl, next to gloo on the CPU (run once for test_toyccl.py
+and openreg/test_distributed.py, by the ``toyccl_ranks`` fixture of conftest.py).
 
 :func:`run` (or ``python toyccl_worker.py OUT_DIR``) spawns world size 2 over a FileStore in
 OUT_DIR; each rank saves what the test checks to OUT_DIR/rank{r}.pt.
@@ -10,6 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
+from torch.distributed.distributed_c10d import _get_default_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 WORLD_SIZE = 2
@@ -30,6 +32,18 @@ def _collectives(rank: int) -> dict:
     return {"sum": summed.cpu(), "avg": averaged.cpu(), "broadcast": broadcast.cpu(),
             "all_gather": [g.cpu() for g in gathered], "device": str(summed.device),
             "backend": dist.get_backend(), "toychip_default": dist.Backend.default_device_backend_map["toychip"]}
+
+
+def _default_group(rank: int) -> dict:
+    """The default group as OpenReg's test_distributed sees it, and its allreduce's future."""
+    group = _get_default_group()
+    tensor = torch.full((2,), float(rank + 1), device="toychip")
+    future = group.allreduce([tensor]).get_future()
+    future.wait()
+    return {"registered": "toyccl" in dist.Backend.backend_list, "initialized": dist.is_initialized(),
+            "group_backend": dist.get_backend(group), "world_size": dist.get_world_size(),
+            "rank": dist.get_rank(), "future_done": future.done(),
+            "future_value": [t.cpu() for t in future.value()], "allreduced": tensor.cpu()}
 
 
 def _ddp_step(model: nn.Module, device: str, rank: int, group) -> dict:
@@ -55,7 +69,7 @@ def worker(rank: int, out_dir: str) -> None:
     cpu_model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     chip_model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     chip_model.load_state_dict(cpu_model.state_dict())
-    result = {**_collectives(rank), "gloo_cpu": _ddp_step(cpu_model, "cpu", rank, gloo),
+    result = {**_collectives(rank), "default_group": _default_group(rank), "gloo_cpu": _ddp_step(cpu_model, "cpu", rank, gloo),
               "toyccl_chip": _ddp_step(chip_model, "toychip", rank, dist.group.WORLD)}
     torch.save(result, Path(out_dir) / f"rank{rank}.pt")
     dist.destroy_process_group()
