@@ -333,7 +333,8 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
     """A kernel on 16-bit floats: it ran on float32 copies; round the results back.
 
     Real chips do the same (compute in float32, store in 16 bits); rounding each op's
-    result is also what PyTorch's CPU kernels do, so the bits match.
+    result is also what PyTorch's CPU kernels do, so the bits match. ``half`` is the dtype
+    of its non-pointwise float results: the 16-bit input's, or the one ``dtype=`` asked for.
     """
     result = entry.kernel.fn(*arrays, **kw)
     computed = result if isinstance(result, tuple) else (result,)
@@ -405,8 +406,9 @@ def eager_kernel(entry: OpEntry) -> Callable:
             except KernelDeclined:
                 return _decline_handler(entry.op, *args, **kwargs)
         NATIVE_COUNTS[name] += 1
-        if half is not None:
-            return _run_half(entry, name, args, arrays, kw, half)
+        requested = kwargs.get("dtype")  # a reduction's dtype= names its result's dtype
+        if half is not None or requested in HALF_DTYPES:
+            return _run_half(entry, name, args, arrays, kw, requested or half)
         if inplace:
             result = fn(*arrays, out=arrays[0], **kw)
         else:

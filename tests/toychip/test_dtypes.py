@@ -69,3 +69,13 @@ def test_uint8_masks():
     assert chip_mask.dtype == torch.uint8
     assert torch.equal(chip_mask.cpu(), mask)
     assert torch.equal((x.to("toychip") * chip_mask).cpu(), x * mask)
+
+
+@pytest.mark.parametrize("source, requested", [(torch.float16, torch.float32), (torch.bfloat16, torch.float32),
+                                                (torch.float32, torch.float16), (torch.float32, torch.bfloat16)])
+def test_a_reductions_dtype_argument_names_its_result_dtype(source, requested):
+    x = torch.randn(3, 4).to(source)
+    for reduce in (lambda t: t.sum(dtype=requested), lambda t: t.sum(1, dtype=requested)):
+        chip, cpu = reduce(x.to("toychip")), reduce(x)
+        assert chip.dtype == cpu.dtype == requested
+        torch.testing.assert_close(chip.cpu(), cpu, atol=1e-2, rtol=1e-2)   # the CPU rounds the inputs first
