@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from facts import backs
 from toychip import trace_dispatch
 
 
@@ -36,6 +37,7 @@ def test_linear_trains_under_autocast():
     assert layer.weight.grad.dtype == torch.float32
 
 
+@backs("notebooks/07_dispatcher.ipynb", "芯片照抄 torch 2.13 里 CUDA 的名单（只少两个 cuDNN 专用的算子）")
 def test_the_chip_registers_cuda_autocast_lists_except_cudnn_kernels():
     cuda = set(torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCUDA"))
     chip = set(torch._C._dispatch_get_registrations_for_dispatch_key("AutocastPrivateUse1"))
@@ -79,6 +81,7 @@ def test_promote_ops_take_the_widest_floating_input():
             torch.dot(a.bfloat16(), b)
 
 
+@backs("notebooks/07_dispatcher.ipynb", "`binary_cross_entropy` 也和 CUDA 一样直接报错")
 def test_binary_cross_entropy_is_unsafe_and_its_logits_version_runs_in_float32():
     p, target = torch.rand(2, 3, device="toychip"), torch.rand(2, 3, device="toychip")
     with torch.autocast("toychip", dtype=torch.float16):
