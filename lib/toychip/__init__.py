@@ -7,7 +7,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
     runtime_build  compiles csrc/ (the chip's C++ runtime) into an extension module, cached
     runtime   loads it: device guard, hooks, allocators, generators for PrivateUse1; its Python face
     spec      the "toychip" device name, ChipSpec (the data sheet), the spec plugged in, index checks, index_of
-    ledger    the open profiles, charge_kernel/copy/malloc on the guard's current stream: what the chip's work costs
+    ledger    per-(chip, stream) timelines: the open profiles' and the chips' own clock; charge_kernel/copy/malloc
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
     allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
     memory    the kernels' NumPy view of a storage's memory, results adopted as memory, aliasing views

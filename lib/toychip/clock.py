@@ -20,9 +20,10 @@ held at most at one time (``peak_bytes``) -- tensor bytes; the caching allocator
 reservations from the device are beside them (``mallocs``, ``reserved_bytes``; with
 ``ChipSpec.malloc_us`` > 0, each miss is charged as a ``malloc`` row in the table).
 
-Streams (:mod:`toychip.streams`) give each profile per-stream timelines: ``elapsed_us``
-is when the last stream finishes, less than ``time_us`` when copies overlap kernels;
-``timeline`` lists every op with its start, and ``export_chrome_trace(path)`` draws it.
+Streams (:mod:`toychip.streams`) give each profile per-stream timelines, one per stream of
+each chip (a profile is a :class:`toychip.ledger.Timeline`): ``elapsed_us`` is when the last
+stream finishes, less than ``time_us`` when copies overlap kernels; ``timeline`` lists every
+op with its start, and ``export_chrome_trace(path)`` draws it.
 
 Used in chapters 04, 06 and 08 (why fusion and fewer fallbacks make a chip faster; what
 saving activations for the backward costs in memory).
@@ -34,14 +35,16 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from . import ledger
+from .ledger import StreamKey, Timeline
 from .spec import set_spec
 from .trace import write_chrome_trace
 
 
 class TimelineEvent(NamedTuple):
-    """One op on the simulated timeline: what, on which stream and engine, when, how long."""
+    """One op on the simulated timeline: what, on which chip, stream and engine, when, how long."""
 
     name: str
+    device: int
     stream: int
     engine: str | None          # "compute", "copy", or None (a device allocation)
     start_us: float
@@ -59,7 +62,7 @@ class KernelStat:
 
 
 @dataclass
-class Profile:
+class Profile(Timeline):
     """What the chip did inside one ``with toychip.profile()`` block."""
 
     time_us: float = 0.0
@@ -78,9 +81,7 @@ class Profile:
     # the block (cache misses, each charged ChipSpec.malloc_us) and their bytes
     mallocs: int = 0
     reserved_bytes: int = 0
-    # timelines (toychip.streams): when each stream's last op ends, when each engine is free
-    stream_us: dict[int, float] = field(default_factory=dict)
-    engine_us: dict[str, float] = field(default_factory=dict)
+    # every op scheduled on the profile's per-stream clocks (stream_us, engine_us: Timeline's)
     timeline: list[TimelineEvent] = field(default_factory=list, repr=False)
 
     @property
@@ -94,38 +95,34 @@ class Profile:
         like ``torch.profiler.profile().export_chrome_trace``: one row per stream."""
         write_chrome_trace(self.timeline, path)
 
-    # The ledger (toychip.ledger) posts each charge to every open profile through these.
-    def add_kernel(self, name: str, stream: int, time_us: float, nbytes: int, flops: int) -> None:
-        """One kernel launch on ``stream``: it runs on the compute engine."""
+    # The ledger (toychip.ledger) posts each charge to every open profile through these;
+    # Timeline's versions put the op on the stream.
+    def add_kernel(self, name: str, stream: StreamKey, time_us: float, nbytes: int, flops: int) -> None:
         self.launches += 1
         self.bytes += nbytes
         self.flops += flops
         self._add(name, time_us, nbytes, flops)
-        self._schedule(name, stream, "compute", time_us)
+        super().add_kernel(name, stream, time_us, nbytes, flops)
 
-    def add_copy(self, direction: str, stream: int, time_us: float, nbytes: int) -> None:
-        """One host<->device copy on ``stream``: it runs on the copy engine."""
+    def add_copy(self, direction: str, stream: StreamKey, time_us: float, nbytes: int) -> None:
         self.copies += 1
         self.copy_bytes += nbytes
         self._add(f"copy:{direction}", time_us, nbytes, 0)
-        self._schedule(f"copy:{direction}", stream, "copy", time_us)
+        super().add_copy(direction, stream, time_us, nbytes)
 
-    def add_malloc(self, stream: int, time_us: float, nbytes: int) -> None:
-        """One block reserved from the device; it is a row of the table only if it costs time."""
+    def add_malloc(self, stream: StreamKey, time_us: float, nbytes: int) -> None:
+        """A block reserved from the device is a row of the table only if it costs time."""
         self.mallocs += 1
         self.reserved_bytes += nbytes
         if time_us:
             self._add("malloc", time_us, 0, 0)
-            self._schedule("malloc", stream, None, time_us)
+        super().add_malloc(stream, time_us, nbytes)
 
-    def _schedule(self, name: str, stream: int, engine: str | None, time_us: float) -> None:
-        """Put one op on ``stream``: it starts when the stream and its engine are free."""
-        start = self.stream_us.get(stream, 0.0)
-        if engine is not None:
-            start = max(start, self.engine_us.get(engine, 0.0))
-            self.engine_us[engine] = start + time_us
-        self.stream_us[stream] = start + time_us
-        self.timeline.append(TimelineEvent(name, stream, engine, start, time_us))
+    def schedule(self, name: str, stream: StreamKey, engine: str | None, time_us: float) -> float:
+        """Put one op on ``stream`` and on the profile's ``timeline``."""
+        start = super().schedule(name, stream, engine, time_us)
+        self.timeline.append(TimelineEvent(name, *stream, engine, start, time_us))
+        return start
 
     def _add(self, name: str, time_us: float, nbytes: int, flops: int) -> None:
         self.time_us += time_us

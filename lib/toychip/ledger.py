@@ -6,31 +6,113 @@ and posted to every open profile on the stream work is queued on. The ledger sit
 the rest of the runtime so that kernels, the allocator, memory and streams can all charge
 it without importing the clock; :mod:`toychip.clock` builds ``toychip.profile()`` on top.
 
-Charging only happens while a profile is open: the eager hot path asks :func:`charging`
-before it counts bytes. A profile is anything with ``add_kernel``, ``add_copy`` and
-``add_malloc`` (:class:`toychip.clock.Profile`).
+Time is kept per stream of each chip (a :data:`StreamKey`) by a :class:`Timeline`: an op
+starts when its stream and its chip's engine are free. Each profile is one
+(:class:`toychip.clock.Profile` adds up what it is charged); the chips' own clock is another,
+which runs while a recorded event can read it (:func:`start_clock`, :mod:`toychip.streams`),
+so that events time work outside any profile, as a real chip's do.
+
+Charging only happens while a profile is open or the clock runs: the eager hot path asks
+:func:`charging` before it counts bytes.
 """
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import runtime
 from .spec import get_spec
 
+StreamKey = tuple[int, int]
+"""A stream on the simulated clock: (chip index, stream id); stream 0 is each chip's default."""
+
+
+@dataclass
+class Timeline:
+    """When each stream's last op ends and each chip's engines are free: per-stream clocks.
+
+    The chip has one compute engine (kernels) and one copy engine (host<->device copies),
+    each doing one op at a time, so ops on two streams of one chip overlap only if they use
+    different engines; the chips themselves run side by side.
+    """
+
+    stream_us: dict[StreamKey, float] = field(default_factory=dict)
+    engine_us: dict[tuple[int, str], float] = field(default_factory=dict)
+
+    def now(self, stream: StreamKey) -> float:
+        """When the last op on ``stream`` ends."""
+        return self.stream_us.get(stream, 0.0)
+
+    def schedule(self, name: str, stream: StreamKey, engine: str | None, time_us: float) -> float:
+        """Put one op on ``stream`` (``engine`` None: it needs none); returns when it starts."""
+        start = self.now(stream)
+        if engine is not None:
+            start = max(start, self.engine_us.get((stream[0], engine), 0.0))
+            self.engine_us[stream[0], engine] = start + time_us
+        self.stream_us[stream] = start + time_us
+        return start
+
+    def wait_until(self, stream: StreamKey, time_us: float) -> None:
+        """``stream`` starts nothing more before ``time_us`` (it waits for an event)."""
+        self.stream_us[stream] = max(self.now(stream), time_us)
+
+    # The ledger posts each charge to every open profile and to the clock through these.
+    def add_kernel(self, name: str, stream: StreamKey, time_us: float, nbytes: int, flops: int) -> None:
+        """One kernel launch on ``stream``: it runs on the compute engine."""
+        self.schedule(name, stream, "compute", time_us)
+
+    def add_copy(self, direction: str, stream: StreamKey, time_us: float, nbytes: int) -> None:
+        """One host<->device copy on ``stream``: it runs on the copy engine."""
+        self.schedule(f"copy:{direction}", stream, "copy", time_us)
+
+    def add_malloc(self, stream: StreamKey, time_us: float, nbytes: int) -> None:
+        """One block reserved from the device: it holds up its stream if it costs time."""
+        if time_us:
+            self.schedule("malloc", stream, None, time_us)
+
+
 # Open profiles, innermost last; each receives every charge (a list so nesting works).
 _open: list = []
+# The chips' own clock while it runs (see start_clock), else None.
+_clock: Timeline | None = None
 
 
 def charging() -> bool:
-    """Whether a profile is open, so that charges are recorded at all."""
+    """Whether a profile is open or the clock runs, so that charges are recorded at all."""
+    return bool(_open) or _clock is not None
+
+
+def profiling() -> bool:
+    """Whether a profile is open: memory is counted for profiles only (:mod:`toychip.memory`)."""
     return bool(_open)
 
 
 def open_profiles() -> tuple:
     """The open profiles, outermost first."""
     return tuple(_open)
+
+
+def start_clock() -> Timeline:
+    """The chips' own clock, started from 0 with every stream idle if it was stopped: the
+    chip computes synchronously, so nothing is pending when it starts. It runs, charged
+    like a profile, until :func:`stop_clock`."""
+    global _clock
+    if _clock is None:
+        _clock = Timeline()
+    return _clock
+
+
+def stop_clock() -> None:
+    """Stop the chips' clock (nothing reads it any more); the eager hot path is free again."""
+    global _clock
+    _clock = None
+
+
+def _timelines() -> tuple:
+    """Where a charge goes: the open profiles and the running clock."""
+    return tuple(_open) if _clock is None else (*_open, _clock)
 
 
 @contextlib.contextmanager
@@ -43,10 +125,11 @@ def opened(profile):
         _open.remove(profile)
 
 
-def _stream() -> int:
+def _stream() -> StreamKey:
     """The stream work is queued on: the calling thread's current stream on the current chip,
     as the runtime's device guard keeps it (``torch.accelerator.set_stream``, ``with stream:``)."""
-    return runtime.current_stream_id(runtime.current_device())
+    device = runtime.current_device()
+    return device, runtime.current_stream_id(device)
 
 
 def array_bytes(values) -> int:
@@ -55,24 +138,24 @@ def array_bytes(values) -> int:
 
 
 def charge_kernel(name: str, nbytes: int, flops: int) -> None:
-    """Charge one kernel launch to every open profile."""
+    """Charge one kernel launch to every open profile and the running clock."""
     time_us, stream = get_spec().kernel_us(nbytes, flops), _stream()
-    for p in _open:
+    for p in _timelines():
         p.add_kernel(name, stream, time_us, nbytes, flops)
 
 
 def charge_copy(direction: str, nbytes: int) -> None:
     """Charge one host<->device copy (``direction`` is ``"to_chip"`` or ``"to_cpu"``)."""
     time_us, stream = get_spec().copy_us_for(nbytes), _stream()
-    for p in _open:
+    for p in _timelines():
         p.add_copy(direction, stream, time_us, nbytes)
 
 
 def charge_malloc(nbytes: int) -> None:
     """Charge one device allocation (a caching-allocator miss of ``nbytes``); the allocator
-    calls this on every miss, so with no profile open it returns at once."""
-    if not _open:
+    calls this on every miss, so with nothing charged it returns at once."""
+    if not charging():
         return
     time_us, stream = get_spec().malloc_us, _stream()
-    for p in _open:
+    for p in _timelines():
         p.add_malloc(stream, time_us, nbytes)

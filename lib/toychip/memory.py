@@ -97,7 +97,7 @@ def attach(storage, np_dtype: np.dtype, *, booked: bool = True, counted: bool = 
     storage._raw = raw
     storage._buf = raw.view(np_dtype)
     storage._block = for_device(storage.device.index).lease(raw) if booked else None
-    if counted and ledger.charging():
+    if counted and ledger.profiling():
         count_buffer(raw)
     return storage._buf
 

@@ -40,6 +40,8 @@ class ChipSpec:
     * ``malloc_us``: cost of reserving a new block of device memory (``cudaMalloc``) when
       the caching allocator misses (:mod:`toychip.allocator`); a hit costs nothing. 0 by
       default, so a program's simulated time does not depend on what ran before it.
+    * ``event_us``: what recording an event takes on its stream (``cudaEventRecord``), on
+      the chip's own clock (:mod:`toychip.streams`); profiles charge work only.
     """
 
     name: str = "toychip-v1"
@@ -50,6 +52,7 @@ class ChipSpec:
     link_bytes_per_us: float = 16e3      # 16 GB/s
     device_count: int = 2
     malloc_us: float = 0.0
+    event_us: float = 1.0
 
     def kernel_us(self, nbytes: int, flops: int) -> float:
         """Simulated time of one kernel that moves ``nbytes`` and computes ``flops``."""

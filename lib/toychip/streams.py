@@ -21,22 +21,29 @@ API and ``with torch.Stream(device="toychip"):`` work as they do on CUDA.
 
 What is simulated and what is not: the chip computes synchronously -- a kernel has
 finished (in NumPy) when its call returns -- so results never depend on streams, and
-``query()`` / ``synchronize()`` have nothing to wait for. Streams shape the *timeline*
-of an open ``toychip.profile()``: each stream has its own clock, an op starts when its
-stream and its engine are free (:mod:`toychip.ledger` asks the guard which stream work
-is queued on). The guard hands each event's ``record``, ``wait`` and ``elapsed_time`` to
-this module (``runtime.set_event_hooks``): recording notes the stream's simulated time in
-every open profile, waiting makes a stream wait for it, and ``elapsed_time`` is simulated
-milliseconds.
+``query()`` / ``synchronize()`` have nothing to wait for. Streams shape the *timelines*
+(:class:`toychip.ledger.Timeline`) of every open ``toychip.profile()`` and of the chips'
+own clock: each stream of each chip has its own clock, an op starts when its stream and
+its engine are free (:mod:`toychip.ledger` asks the guard which stream work is queued on).
+
+The guard hands each event's ``record``, ``wait`` and ``elapsed_time`` to this module
+(``runtime.set_event_hooks``). Recording notes the stream's simulated time on every
+timeline; waiting makes a stream wait for that time; ``elapsed_time`` is simulated
+milliseconds. The chips' clock runs while a recorded event is alive (from 0, every stream
+idle: nothing is pending when it starts), so events time work with no profile open; on it,
+recording an event itself takes ``ChipSpec.event_us``, so two events recorded back to back
+are apart, as on a real chip. Events recorded inside one profile read that profile's
+timeline instead: the work between them, as the profile adds it up.
 """
 from __future__ import annotations
 
 import contextlib
+from typing import NamedTuple
 
 import torch
 
 from . import ledger, runtime
-from .spec import NAME, index_of
+from .spec import NAME, get_spec, index_of
 
 
 def _device(device) -> torch.device:
@@ -59,34 +66,51 @@ class Stream(torch.Stream):
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
     """A marker in a stream's simulated timeline: a ``torch.Event`` of the chip (``torch.cuda.Event``'s
     arguments). A function, not a subclass: ``torch.Event.elapsed_time`` accepts only ``torch.Event``
-    itself. Times exist only inside an open ``toychip.profile()``: the simulated clock runs there."""
+    itself. Its times are simulated (see the module docstring)."""
     return torch.Event(device=NAME, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
-# event id -> [(profile, stream time in us)] for each profile open when it was recorded
-_recorded: dict[int, list[tuple]] = {}
+class Recorded(NamedTuple):
+    """Where an event was recorded, and the time it marks on each timeline then running:
+    the profiles open (outermost first), then the chips' clock."""
+
+    device: int
+    marks: list[tuple[ledger.Timeline, float]]
+
+
+# event id -> where and when it was last recorded, while the event is alive
+_recorded: dict[int, Recorded] = {}
 
 
 def _on_record(event_id: int, device: int, stream_id: int) -> None:
-    _recorded[event_id] = [(p, p.stream_us.get(stream_id, 0.0)) for p in ledger.open_profiles()]
+    """Mark the stream's time on every timeline; on the clock, recording takes ``event_us``."""
+    stream = (device, stream_id)
+    clock = ledger.start_clock()
+    clock.schedule("event", stream, None, get_spec().event_us)
+    marks = [(t, t.now(stream)) for t in (*ledger.open_profiles(), clock)]
+    _recorded[event_id] = Recorded(device, marks)
 
 
 def _on_block(event_id: int, device: int, stream_id: int) -> None:
-    for p, time_us in _recorded.get(event_id, ()):
-        p.stream_us[stream_id] = max(p.stream_us.get(stream_id, 0.0), time_us)
+    for timeline, time_us in _recorded[event_id].marks:
+        timeline.wait_until((device, stream_id), time_us)
 
 
 def _on_elapsed(start_id: int, end_id: int) -> float:
-    for p, start in _recorded.get(start_id, ()):
-        for q, end in _recorded.get(end_id, ()):
-            if p is q:
-                return (end - start) / 1000.0
-    raise RuntimeError("record both events inside the same toychip.profile(): the chip's "
-                       "simulated clock runs only while a profile is open")
+    """Milliseconds between two events on the first timeline both marked: a profile open
+    at both records, else the clock (which ran all along: the first event kept it running)."""
+    start, end = _recorded[start_id], _recorded[end_id]
+    if start.device != end.device:
+        raise RuntimeError(f"elapsed_time between events on {NAME}:{start.device} and {NAME}:{end.device}: "
+                           "record both events on one chip")
+    ends = {id(t): time_us for t, time_us in end.marks}
+    return next(ends[id(t)] - time_us for t, time_us in start.marks if id(t) in ends) / 1000.0
 
 
 def _on_destroy(event_id: int) -> None:
     _recorded.pop(event_id, None)
+    if not _recorded:
+        ledger.stop_clock()
 
 
 def current_stream(device=None) -> Stream:

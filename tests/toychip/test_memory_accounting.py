@@ -50,7 +50,7 @@ def test_nested_profiles_each_count_what_happens_inside_them():
 def test_nothing_is_counted_outside_a_profile():
     before = len(memory._counted)
     x = torch.randn(10, 10).to("toychip") * 3
-    assert len(memory._counted) == before and not ledger.charging()
+    assert len(memory._counted) == before and not ledger.profiling()
     del x
 
 

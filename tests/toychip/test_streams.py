@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import toychip
+from toychip import ledger
 
 tc = torch.toychip
 SPEC = toychip.DEFAULT_SPEC
@@ -61,19 +62,44 @@ def test_waiting_on_an_event_delays_the_waiting_stream_only():
         with tc.stream(side):
             x.exp()
             done.record()
-        before = p.stream_us.get(0, 0.0)
+        before = p.stream_us.get((0, 0), 0.0)
         tc.current_stream().wait_event(done)
-    assert before == 0.0 and p.stream_us[0] == p.stream_us[side.stream_id] > 0
+    assert before == 0.0 and p.stream_us[0, 0] == p.stream_us[0, side.stream_id] > 0
 
 
-def test_elapsed_time_needs_timing_and_an_open_profile():
-    start, end = tc.Event(enable_timing=True), tc.Event(enable_timing=True)
+def test_outside_a_profile_events_read_the_chips_clock_where_recording_takes_time():
+    x = torch.randn(1000, device="toychip")
+    start, back_to_back, end = (tc.Event(enable_timing=True) for _ in range(3))
     start.record()
+    back_to_back.record()
+    x.exp()
     end.record()
-    with pytest.raises(RuntimeError, match="toychip.profile"):
-        start.elapsed_time(end)
+    assert start.elapsed_time(back_to_back) == pytest.approx(SPEC.event_us / 1000)
+    assert back_to_back.elapsed_time(end) == pytest.approx((SPEC.kernel_us(2 * x.nbytes, x.numel()) + SPEC.event_us) / 1000)
     with pytest.raises(ValueError, match="enable_timing"):  # torch.Event's own check
         tc.Event().elapsed_time(end)
+
+
+def test_the_chips_clock_runs_only_while_a_recorded_event_is_alive():
+    event = tc.Event()
+    event.record()
+    assert ledger.charging() and not ledger.profiling()
+    del event
+    assert not ledger.charging()
+
+
+def test_each_chip_keeps_its_own_time():
+    x0, x1 = torch.randn(1000, device="toychip:0"), torch.randn(1000, device="toychip:1")
+    on_1 = torch.Stream(device="toychip:1")
+    with toychip.profile() as p:
+        x0.exp()                                # chip 0's default stream
+        with tc.stream(on_1):
+            x1.exp()                            # beside it: chip 1 has engines of its own
+    assert p.stream_us[0, 0] == p.stream_us[1, on_1.stream_id] == p.elapsed_us == pytest.approx(p.time_us / 2)
+    assert [(e.device, e.stream, e.start_us) for e in p.timeline] == [(0, 0, 0.0), (1, on_1.stream_id, 0.0)]
+    on_0, on_1 = (stream.record_event(tc.Event(enable_timing=True)) for stream in (tc.current_stream(), on_1))
+    with pytest.raises(RuntimeError, match="record both events on one chip"):
+        on_0.elapsed_time(on_1)
 
 
 def test_stream_context_restores_the_previous_stream():
