@@ -337,7 +337,8 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
     of its non-pointwise float results: the 16-bit input's, or the one ``dtype=`` asked for.
     """
     result = entry.kernel.fn(*arrays, **kw)
-    computed = result if isinstance(result, tuple) else (result,)
+    computed = tuple(np.asarray(r) if isinstance(r, np.generic) else r  # a 0-d result is a NumPy scalar
+                     for r in (result if isinstance(result, tuple) else (result,)))
     stored = tuple(narrow(r, _result_dtype(r, entry, args, half)) if isinstance(r, np.ndarray) else r
                    for r in computed)
     if ledger.charging():
@@ -355,9 +356,9 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
 
 
 def _wrap_result(r, device: int):
-    """One output of a multi-output kernel: an array becomes a chip tensor; ``None`` (an
-    output not computed) and plain numbers (attention's max_q) stay as they are."""
-    return wrap(r, device=device) if isinstance(r, np.ndarray) else r
+    """One output of a multi-output kernel: an array (or NumPy scalar: a 0-d result) becomes a
+    chip tensor; ``None`` (an output not computed) and Python numbers (attention's max_q) stay."""
+    return wrap(r, device=device) if isinstance(r, (np.ndarray, np.generic)) else r
 
 
 def _write_arguments(entry: OpEntry, args, results: tuple) -> None:

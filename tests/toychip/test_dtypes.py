@@ -79,3 +79,11 @@ def test_a_reductions_dtype_argument_names_its_result_dtype(source, requested):
         chip, cpu = reduce(x.to("toychip")), reduce(x)
         assert chip.dtype == cpu.dtype == requested
         torch.testing.assert_close(chip.cpu(), cpu, atol=1e-2, rtol=1e-2)   # the CPU rounds the inputs first
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_zero_dimensional_16_bit_result_keeps_its_dtype(dtype):
+    """NumPy returns a scalar, not an array, for a 0-d result; it is stored like any other."""
+    a, b = torch.tensor(1.5, dtype=dtype), torch.tensor(2.25, dtype=dtype)
+    got = torch.add(a.to("toychip"), b.to("toychip"))
+    assert got.dtype == dtype and got.shape == () and got.cpu().item() == torch.add(a, b).item()
