@@ -31,12 +31,38 @@ def is_available() -> bool:
     return True
 
 
+# Initialisation, as torch.cuda's: PyTorch calls _lazy_init before the first chip tensor
+# (torch::utils::device_lazy_init). It registers the runtime's fork handler, so that a
+# process forked afterwards knows it is a copy: its chip state (current devices, streams,
+# the allocator's books) is the parent's, and it must not use the chip.
+_initialized = False
+
+
+def init() -> None:
+    """Initialise the chip now rather than at its first tensor."""
+    _lazy_init()
+
+
 def is_initialized() -> bool:
-    return True
+    return _initialized and not _is_in_bad_fork()
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """Whether this process was forked from one that had initialised the chip."""
+    return rt.is_in_bad_fork()
+
+
+def _lazy_init() -> None:
+    global _initialized
+    if is_initialized():
+        return
+    if _is_in_bad_fork():
+        raise RuntimeError(
+            f"Cannot re-initialize {NAME} in forked subprocess. To use {NAME} with "
+            "multiprocessing, you must use the 'spawn' start method"
+        )
+    rt.register_fork_handler()
+    _initialized = True
 
 
 def device_count() -> int:

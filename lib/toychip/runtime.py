@@ -2,9 +2,11 @@
 
 ``import toychip.runtime`` loads ``toychip._C`` (compiled from ``toychip/csrc`` on first
 import, see :mod:`toychip.runtime_build`). Loading it registers, for ``PrivateUse1``, what
-a C++ backend registers (OpenReg, torch_npu): the device guard (devices, streams,
-events), the hooks (generators, pinned memory, pointer -> device, ``resize_``), the
-device allocator, the pinned-memory host allocator and the profiler stubs
+a C++ backend registers (OpenReg, torch_npu): the device guard (devices, their dtypes for
+``torch.accelerator.get_device_capability``, streams, events), the hooks (generators, pinned
+memory, pointer -> device, ``resize_``), the device allocator, the pinned-memory host
+allocator, the tensors' backend metadata (``torch._utils.set_tensor_metadata``, kept by
+``torch.save``/``torch.load``) and the profiler stubs
 (``torch.autograd.profiler.profile(use_device="toychip")``). The kernels stay Python/NumPy
 and the simulated clock stays Python: the runtime calls back into it through hooks.
 
@@ -12,6 +14,8 @@ Devices::
 
     set_device_count(n)        # before the first tensor (default 2); raises after
     device_count(); current_device(); set_device(i); exchange_device(i) -> previous
+    register_fork_handler()    # at initialisation: a child forked after it is in a bad fork
+    is_in_bad_fork()           # this process was forked from one that had initialised the chip
 
 Memory (real host memory, 64-byte aligned, tagged ``toychip:i``)::
 
@@ -37,7 +41,7 @@ caching allocator: ``stats(device) -> dict`` with ``torch.cuda.memory_stats()`` 
 Streams and events (the guard's; times from the simulated clock)::
 
     current_stream_id(device_index) -> int      # of the calling thread; 0 is the default
-    set_event_hooks(record, block, elapsed, destroy); event_hooks()
+    set_event_hooks(record, block, elapsed, destroy); event_hooks()   # the four given last
 
 ``record(event_id, device, stream_id)``, ``block(event_id, device, stream_id)``,
 ``elapsed(start_id, end_id) -> float ms``, ``destroy(event_id)``; called with the GIL
@@ -63,6 +67,8 @@ device_count = _C.device_count
 current_device = _C.current_device
 set_device = _C.set_device
 exchange_device = _C.exchange_device
+register_fork_handler = _C.register_fork_handler
+is_in_bad_fork = _C.is_in_bad_fork
 
 empty_strided = _C.empty_strided
 buffer = _C.buffer
@@ -74,38 +80,17 @@ allocator_stats = _C.allocator_stats
 device_of = _C.device_of
 current_stream_id = _C.current_stream_id
 
-_memory_hooks = _event_hooks = (None, None, None, None)
-
-
-def set_memory_hooks(stats, reset_peak, reset_accumulated, empty_cache) -> None:
-    """Point torch.accelerator's memory statistics at Python (see the module docstring)."""
-    global _memory_hooks
-    _C.set_memory_hooks(stats, reset_peak, reset_accumulated, empty_cache)
-    _memory_hooks = (stats, reset_peak, reset_accumulated, empty_cache)
-
-
-def memory_hooks() -> tuple:
-    """The hooks :func:`set_memory_hooks` registered last (four Nones: none)."""
-    return _memory_hooks
-
-
-def set_event_hooks(record, block, elapsed, destroy) -> None:
-    """Give the device guard's events the simulated clock (see the module docstring)."""
-    global _event_hooks
-    _C.set_event_hooks(record, block, elapsed, destroy)
-    _event_hooks = (record, block, elapsed, destroy)
-
-
-def event_hooks() -> tuple:
-    """The hooks :func:`set_event_hooks` registered last (four Nones: none)."""
-    return _event_hooks
-
+set_memory_hooks = _C.set_memory_hooks
+memory_hooks = _C.memory_hooks
+set_event_hooks = _C.set_event_hooks
+event_hooks = _C.event_hooks
 
 default_generator = _C.default_generator
 draw_seed = _C.draw_seed
 
 __all__ = [
     "set_device_count", "device_count", "current_device", "set_device", "exchange_device",
+    "register_fork_handler", "is_in_bad_fork",
     "empty_strided", "buffer", "adopt", "adopt_into", "resize_storage_bytes", "device_memory_stats", "allocator_stats", "device_of",
     "set_memory_hooks", "memory_hooks", "current_stream_id", "set_event_hooks", "event_hooks",
     "default_generator", "draw_seed",

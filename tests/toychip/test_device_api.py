@@ -23,7 +23,9 @@ def _round_trip(obj, **load_kwargs):
 
 
 def is_available():
-    assert tc.is_available() and tc.is_initialized()
+    assert tc.is_available()
+    torch.ones(1, device="toychip")  # as torch.cuda: initialised by its first tensor, if not before
+    assert tc.is_initialized()
 
 
 def device_count():

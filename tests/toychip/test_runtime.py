@@ -340,3 +340,15 @@ def test_empty_strided_checks_its_arguments():
         rt.empty_strided((-1,), (1,), torch.float32, 0)
     with pytest.raises(ValueError, match="2 sizes but 1 strides"):
         rt.empty_strided((2, 2), (1,), torch.float32, 0)
+
+
+# ---------------------------------------------------------------- backend metadata
+def test_backend_metadata_is_the_flags_set_last_and_detach_keeps_them():
+    x = torch.empty(2, device="toychip")
+    torch._utils.set_tensor_metadata(x, {"packed": True, "tiled": False})
+    assert torch._utils.get_tensor_metadata(x.detach()) == {"packed": True, "tiled": False}
+    torch._utils.set_tensor_metadata(x, {"tiled": True})
+    assert torch._utils.get_tensor_metadata(x) == {"tiled": True}
+    torch._utils.set_tensor_metadata(x, {})
+    assert torch._utils.get_tensor_metadata(x) == {}
+    assert torch._utils.get_tensor_metadata(torch.empty(2, device="toychip")) == {}

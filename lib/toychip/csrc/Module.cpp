@@ -8,6 +8,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Storage.h>
+#include <torch/csrc/utils/device_lazy_init.h>  // fork handling, as torch.cuda's
 
 #include "ToyChipAllocator.h"
 #include "ToyChipFunctions.h"
@@ -65,22 +66,20 @@ std::shared_ptr<PyCallable> callable(const py::object& f, const char* name) {
   return std::make_shared<PyCallable>(f);
 }
 
+// The callables each set_*_hooks call was given last (four Nones: none), for Python to save
+// and restore. Leaked, like the hooks: no Python object may be released after the interpreter.
+struct RegisteredHooks {
+  py::object memory = py::make_tuple(py::none(), py::none(), py::none(), py::none());
+  py::object events = memory;
+};
+RegisteredHooks& registered() {
+  static auto* hooks = new RegisteredHooks();  // first called from Python, with the GIL held
+  return *hooks;
+}
+
 // ---------------------------------------------------------------- memory statistics
 // torch.cuda.memory_stats()'s flat keys: "<group>.<pool>.<metric>" for the StatArrays.
 constexpr std::array<const char*, 3> kPools = {"all", "small_pool", "large_pool"};
-
-template <typename F>
-void for_each_group(DeviceStats& s, F f) {
-  f("allocation", s.allocation);
-  f("segment", s.segment);
-  f("active", s.active);
-  f("inactive_split", s.inactive_split);
-  f("allocated_bytes", s.allocated_bytes);
-  f("reserved_bytes", s.reserved_bytes);
-  f("active_bytes", s.active_bytes);
-  f("inactive_split_bytes", s.inactive_split_bytes);
-  f("requested_bytes", s.requested_bytes);
-}
 
 template <typename F>
 void for_each_metric(c10::CachingAllocator::Stat& stat, F f) {
@@ -102,7 +101,7 @@ void for_each_counter(DeviceStats& s, F f) {
 
 py::dict stats_to_dict(DeviceStats s) {
   py::dict out;
-  for_each_group(s, [&](const char* group, auto& array) {
+  for_each_stat_array(s, [&](const char* group, auto& array) {
     for (size_t pool = 0; pool < kPools.size(); ++pool) {
       for_each_metric(array[pool], [&](const char* metric, int64_t value) {
         out[py::str(std::string(group) + "." + kPools[pool] + "." + metric)] = value;
@@ -124,7 +123,7 @@ DeviceStats dict_to_stats(const py::handle& stats) {
     }
   };
   DeviceStats s;
-  for_each_group(s, [&](const char* group, auto& array) {
+  for_each_stat_array(s, [&](const char* group, auto& array) {
     for (size_t pool = 0; pool < kPools.size(); ++pool) {
       for_each_metric(array[pool], [&](const char* metric, int64_t& value) {
         read(std::string(group) + "." + kPools[pool] + "." + metric, value);
@@ -163,6 +162,7 @@ void set_memory_hooks_py(const py::object& stats, const py::object& reset_peak,
     };
   }
   set_memory_hooks(std::move(hooks));
+  registered().memory = py::make_tuple(stats, reset_peak, reset_accumulated, empty_cache);
 }
 
 // ---------------------------------------------------------------- events
@@ -201,6 +201,7 @@ void set_event_hooks_py(const py::object& record, const py::object& block,
     };
   }
   set_event_hooks(std::move(hooks));
+  registered().events = py::make_tuple(record, block, elapsed, destroy);
 }
 
 // ---------------------------------------------------------------- storage bytes
@@ -292,6 +293,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         [](int index) { return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(index))); },
         py::arg("index"));
 
+  // fork: as torch.cuda, a process forked after the chip was initialised cannot use it
+  m.def("register_fork_handler",
+        []() { torch::utils::register_fork_handler_for_device_init(c10::DeviceType::PrivateUse1); });
+  m.def("is_in_bad_fork", []() { return torch::utils::is_device_in_bad_fork(c10::DeviceType::PrivateUse1); });
+
   // memory
   m.def("empty_strided",
         [](c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype, int device) {
@@ -313,6 +319,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("storage"), py::arg("nbytes"));
   m.def("set_memory_hooks", &set_memory_hooks_py, py::arg("stats"), py::arg("reset_peak"),
         py::arg("reset_accumulated"), py::arg("empty_cache"));
+  m.def("memory_hooks", []() { return registered().memory; });
   m.def("device_memory_stats",
         [](int device) { return stats_to_dict(real_stats(static_cast<c10::DeviceIndex>(device))); },
         py::arg("device_index"));
@@ -334,6 +341,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("device_index"));
   m.def("set_event_hooks", &set_event_hooks_py, py::arg("record"), py::arg("block"),
         py::arg("elapsed"), py::arg("destroy"));
+  m.def("event_hooks", []() { return registered().events; });
 
   // generators
   m.def("default_generator",

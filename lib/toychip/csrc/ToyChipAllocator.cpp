@@ -86,13 +86,6 @@ void free_block(void* ptr) {
   std::free(ptr);
 }
 
-template <typename StatArray>
-void for_each_stat_array(DeviceStats& s, StatArray f) {
-  f(s.allocation); f(s.segment); f(s.active); f(s.inactive_split);
-  f(s.allocated_bytes); f(s.reserved_bytes); f(s.active_bytes);
-  f(s.inactive_split_bytes); f(s.requested_bytes);
-}
-
 } // namespace
 
 void set_memory_hooks(MemoryHooks hooks) {
@@ -180,7 +173,7 @@ void ToyChipDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   auto& st = state();
   std::lock_guard<std::mutex> lock(st.mutex);
   auto& s = st.stats[device];
-  for_each_stat_array(s, [](auto& array) {
+  for_each_stat_array(s, [](const char*, auto& array) {
     for (auto& stat : array) stat.reset_accumulated();
   });
   s.num_alloc_retries = s.num_ooms = s.num_sync_all_streams = 0;
@@ -196,7 +189,7 @@ void ToyChipDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
   }
   auto& st = state();
   std::lock_guard<std::mutex> lock(st.mutex);
-  for_each_stat_array(st.stats[device], [](auto& array) {
+  for_each_stat_array(st.stats[device], [](const char*, auto& array) {
     for (auto& stat : array) stat.reset_peak();
   });
 }

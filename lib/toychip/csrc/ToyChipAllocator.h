@@ -12,6 +12,22 @@ namespace toychip {
 
 using c10::CachingDeviceAllocator::DeviceStats;
 
+// Each StatArray of DeviceStats with its group's name in torch.cuda.memory_stats() keys
+// ("allocated_bytes" in "allocated_bytes.all.current"): the allocator resets them, Module.cpp
+// turns them into that dict and back.
+template <typename F>
+void for_each_stat_array(DeviceStats& s, F f) {
+  f("allocation", s.allocation);
+  f("segment", s.segment);
+  f("active", s.active);
+  f("inactive_split", s.inactive_split);
+  f("allocated_bytes", s.allocated_bytes);
+  f("reserved_bytes", s.reserved_bytes);
+  f("active_bytes", s.active_bytes);
+  f("inactive_split_bytes", s.inactive_split_bytes);
+  f("requested_bytes", s.requested_bytes);
+}
+
 // The *simulated* caching allocator (size classes, reserved vs allocated) is Python's
 // (toychip/allocator.py). So that torch.accelerator.memory_* and torch.toychip.memory_*
 // agree, Module.cpp points these at it; unset, the real counters below answer.

@@ -89,6 +89,21 @@ c10::DeviceIndex ToyChipGuardImpl::deviceCount() const noexcept {
   return device_count();
 }
 
+// torch.accelerator.get_device_capability: the dtypes the chip stores (toychip/dtypes.py's
+// BUFFER_DTYPE, which its kernels and copies accept); no complex, quantized, float8 or
+// unsigned types wider than 8 bits.
+c10::DeviceCapability ToyChipGuardImpl::getDeviceCapability(c10::Device device) const {
+  TORCH_CHECK(device.type() == kType, "toychip's device guard got a ", device.type(), " device");
+  resolve(device.index());  // an index out of range is an error, as for every query
+  c10::DeviceCapability capability;
+  capability.capability_data.capability_bits = 0;
+  auto& dtypes = capability.capability_data.supported_scalar_types;
+  dtypes.has_Float = dtypes.has_Double = dtypes.has_Half = dtypes.has_BFloat16 = 1;
+  dtypes.has_Long = dtypes.has_Int = dtypes.has_Short = dtypes.has_Char = dtypes.has_Byte = 1;
+  dtypes.has_Bool = 1;
+  return capability;
+}
+
 // ------------------------------------------------------------------ streams
 c10::Stream ToyChipGuardImpl::getStream(c10::Device device) const {
   auto index = resolve(device.index());

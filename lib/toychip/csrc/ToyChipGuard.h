@@ -35,6 +35,7 @@ struct ToyChipGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void setDevice(c10::Device device) const override;
   void uncheckedSetDevice(c10::Device device) const noexcept override;
   c10::DeviceIndex deviceCount() const noexcept override;
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override;
 
   // streams
   c10::Stream getStream(c10::Device device) const override;
