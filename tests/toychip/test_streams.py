@@ -100,6 +100,13 @@ def test_each_chip_keeps_its_own_time():
     on_0, on_1 = (stream.record_event(tc.Event(enable_timing=True)) for stream in (tc.current_stream(), on_1))
     with pytest.raises(RuntimeError, match="record both events on one chip"):
         on_0.elapsed_time(on_1)
+    with pytest.raises(RuntimeError, match="record both events on one chip"):   # not SystemError: the
+        on_0.elapsed_time(on_1_stream_event())                                  # event dies mid-raise
+
+
+def on_1_stream_event():
+    """An event recorded on chip 1, referenced by nothing but the caller's expression."""
+    return torch.Stream(device="toychip:1").record_event(tc.Event(enable_timing=True))
 
 
 def test_stream_context_restores_the_previous_stream():

@@ -193,6 +193,7 @@ void set_event_hooks_py(const py::object& record, const py::object& block,
         return;  // an event freed at interpreter exit: nothing left to tell
       }
       py::gil_scoped_acquire gil;
+      py::error_scope raising;  // an error already being raised (say by elapsed) stays raised
       try {
         (*f)(event);
       } catch (py::error_already_set& e) {

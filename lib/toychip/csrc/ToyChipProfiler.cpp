@@ -5,8 +5,9 @@
 // between the two as the op's device time (FunctionEvent's "toychip time"). Without stubs
 // PyTorch's default ones throw, the op's start is never stamped, and its CPU time comes out
 // as garbage (-1e17 us). The events are the device guard's: recording one notes the current
-// stream's *simulated* time in every open toychip.profile(), so device times are simulated
-// microseconds -- and zero when no toychip.profile() was open, since then no clock runs.
+// stream's *simulated* time (in every open toychip.profile(), and on the chips' own clock,
+// which runs while a recorded event lives: toychip.ledger), so device times are simulated
+// microseconds.
 #include "ToyChipFunctions.h"
 #include "ToyChipGuard.h"
 
@@ -47,7 +48,7 @@ struct ToyChipProfilerStubs final : public torch::profiler::impl::ProfilerStubs 
     try {
       return static_cast<float>(ToyChipGuardImpl().elapsedTime(start->get(), end->get(), -1) * 1000.0);
     } catch (const std::exception&) {
-      return 0.0f;  // not on the simulated clock: no toychip.profile() was open at both records
+      return 0.0f;  // the two events share no timeline (recorded on different chips)
     }
   }
 
