@@ -4,6 +4,7 @@ Facts about the other repositories the chapter cites (OpenReg's files in pytorch
 torch_npu's in Ascend/pytorch) are not in the installed torch and are not tested here.
 """
 import functools
+import json
 import inspect
 import io
 import re
@@ -629,3 +630,18 @@ def test_key_bias_gradient_is_noise_that_adamw_amplifies():
     differing = [name for name, a, b in zip(names, chip["params"], cpu["params"])
                  if (a - b).abs().max() > 1e-5 * b.abs().max()]
     assert differing == ["qkv.bias"]
+
+
+@backs("notebooks/08_porting.ipynb", "每个文件的第一行写着 OpenReg 和 `torch_npu` 里做同一件事的文件")
+def test_each_runtime_file_in_the_table_exists_and_its_first_line_names_the_rows_counterparts():
+    cells = json.loads(Path("notebooks/08_porting.ipynb").read_text(encoding="utf-8"))["cells"]
+    text = "".join(next(c["source"] for c in cells if "### 2.1 C++ 运行时" in "".join(c["source"])))
+    rows = [line.split(" | ") for line in text.splitlines() if "`ToyChip" in line and line.startswith("|")]
+    csrc = Path(toychip.__file__).parent / "csrc"
+    assert len(rows) == 7
+    for _, _, ours, openreg, npu in (row[:5] for row in rows):
+        ours = re.findall(r"`(ToyChip\w+\.cpp)`", ours)[0]
+        first_line = (csrc / ours).read_text().splitlines()[0]
+        for column in (openreg, npu):
+            stems = {Path(name).stem for name in re.findall(r"`([^`]+\.(?:cpp|h))`", column)}
+            assert any(stem in first_line for stem in stems), (ours, first_line, stems)

@@ -13,9 +13,10 @@ import toychip
 
 NOT_MIRRORED = {
     "TestQuantization.test_quantize":
-        "a quantized tensor on the chip needs a quantizer and the QuantizedPrivateUse1 key's kernels, "
-        "which only C++ can create (at::new_qtensor with the chip's allocator; _empty_affine_quantized has "
-        "no Quantizedtoychip kernel), and torch 2.13 deprecates quantized tensor creation functions",
+        "a quantized tensor on the chip needs a quantizer and kernels for the QuantizedPrivateUse1 key, "
+        "made in C++ (at::new_qtensor with the chip's allocator; _empty_affine_quantized has no kernel "
+        "there); the chip's runtime has no quantized tensors, and torch 2.13 deprecates their creation "
+        "functions",
     "TestAutogradFunction.test_compile_autograd_function_returns_self":
         "needs OpenReg's own C++ op custom_autograd_fn_returns_self, an op whose AutogradPrivateUse1 kernel "
         "is a C++ autograd::Function returning its input; the chip registers NumPy kernels only "
