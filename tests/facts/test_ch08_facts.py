@@ -645,3 +645,11 @@ def test_each_runtime_file_in_the_table_exists_and_its_first_line_names_the_rows
         for column in (openreg, npu):
             stems = {Path(name).stem for name in re.findall(r"`([^`]+\.(?:cpp|h))`", column)}
             assert any(stem in first_line for stem in stems), (ours, first_line, stems)
+
+
+@backs("notebooks/08_porting.ipynb", "里的九个 `.cpp` 文件（及其头文件），其中七个对应 OpenReg `csrc/runtime/` 里做同样事情的文件")
+def test_the_runtime_has_nine_cpp_files_seven_of_them_beside_openregs_runtime_files():
+    first_lines = [path.read_text().splitlines()[0] for path in (Path(toychip.__file__).parent / "csrc").glob("*.cpp")]
+    assert len(first_lines) == 9
+    assert sum("OpenReg's csrc/runtime/" in line for line in first_lines) == 7
+    assert sum("csrc/profiler/stubs/openreg.cpp" in line for line in first_lines) == 1
