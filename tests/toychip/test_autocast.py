@@ -47,6 +47,7 @@ def test_the_chip_registers_cuda_autocast_lists_except_cudnn_kernels():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("fn", [torch.exp, torch.log1p, lambda t: torch.pow(t, 2), lambda t: torch.nn.functional.layer_norm(t, (6,)),
                                 lambda t: torch.nn.functional.mse_loss(t, t.flip(0)), lambda t: torch.logsumexp(t, 1)])
+@backs("notebooks/07_dispatcher.ipynb", "`exp`、`log`、各种损失等先转成 float32 再算")
 def test_float32_ops_compute_16_bit_inputs_in_float32(fn, dtype):
     torch.manual_seed(2)
     x = torch.rand(4, 6).to(dtype)
@@ -56,6 +57,7 @@ def test_float32_ops_compute_16_bit_inputs_in_float32(fn, dtype):
     torch.testing.assert_close(chip.cpu(), fn(x.float()))
 
 
+@backs("notebooks/07_dispatcher.ipynb", "`softmax` 和求和一类算子在 float32 里累加")
 def test_softmax_and_sums_accumulate_in_float32_unless_asked_otherwise():
     x = torch.randn(3, 5, device="toychip", dtype=torch.float16)
     with torch.autocast("toychip", dtype=torch.float16):
@@ -73,10 +75,12 @@ def test_norm_is_called_with_a_float32_dtype():
     torch.testing.assert_close(norm.cpu(), x.cpu().float().norm())
 
 
+@backs("notebooks/07_dispatcher.ipynb", "`addcmul` 等把浮点输入提升到其中最宽的类型")
 def test_promote_ops_take_the_widest_floating_input():
     a, b = torch.randn(4, device="toychip"), torch.randn(4, device="toychip", dtype=torch.float16)
     with torch.autocast("toychip", dtype=torch.float16):
         assert torch.dot(a, b).dtype == torch.float32 and torch.dot(b, b).dtype == torch.float16
+        assert torch.addcmul(b, a, b).dtype == torch.float32
         with pytest.raises(RuntimeError, match="toychip autocast: a torch.bfloat16 input inside autocast"):
             torch.dot(a.bfloat16(), b)
 
