@@ -643,13 +643,13 @@ def _attention_backward_flops(inputs, outputs) -> int:
 def attention_backward(grad_out, q, k, v, bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k,
                        max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale=None):
     """(d q, d k, d v, d bias) of :func:`attention`; the probabilities p are recomputed (a
-    flash kernel rebuilds them from the saved logsumexp) and with d s = p * (d p - rowsum(d p * p)):
-    d v = p^T @ grad, d p = grad @ v^T, d q = d s @ k * scale, d k = d s^T @ q * scale,
-    d bias = d s summed to the bias's shape. Unrequested gradients are None.
+    flash kernel rebuilds them from the saved logsumexp) and with d s the softmax's backward of
+    d p (:func:`softmax_backward`): d v = p^T @ grad, d p = grad @ v^T, d q = d s @ k * scale,
+    d k = d s^T @ q * scale, d bias = d s summed to the bias's shape. Unrequested gradients are None.
     """
     p, _, scale = _attention_probabilities(q, k, bias, dropout_p, is_causal, scale)
     grad_p = np.matmul(grad_out, np.swapaxes(v, -1, -2))
-    grad_s = p * (grad_p - np.sum(grad_p * p, axis=-1, keepdims=True))
+    grad_s = softmax_backward(grad_p, p, -1)
     want_q, want_k, want_v, want_bias = grad_input_mask
     grads = (np.matmul(grad_s, k) * scale if want_q else None,
              np.matmul(np.swapaxes(grad_s, -1, -2), q) * scale if want_k else None,
