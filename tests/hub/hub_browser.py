@@ -8,6 +8,7 @@ import re
 import time
 
 import requests
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 REQUEST_TIMEOUT_S = 60
 
@@ -56,6 +57,14 @@ class HubBrowser:
                 return page
             assert time.monotonic() < deadline, f"{name}'s server did not start in {within_s} s: {page.url}"
             time.sleep(1)
+
+
+def address_without_hub_retries(url: str) -> str:
+    """``url`` less the ``redirects=N`` the hub appends when a request for a server reached
+    the hub before the proxy had that server's route (a race, so it comes and goes)."""
+    parts = urlsplit(url)
+    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "redirects"]
+    return parts._replace(query=urlencode(query)).geturl()
 
 
 def page_config(lab_page: str) -> dict:

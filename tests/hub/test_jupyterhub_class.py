@@ -41,7 +41,7 @@ import requests
 
 from class_accounts import REPO, class_accounts, class_folder, skip_unless_required
 from class_exchange import COURSE_ID, WRONG, assert_own_scores, grade_and_return, open_exchange, release_chapter_03
-from hub_browser import HubBrowser, page_config
+from hub_browser import HubBrowser, address_without_hub_retries, page_config
 from notebook_builders import write_filled
 
 REQUIREMENT = "GRADER_REQUIRE_HUB"
@@ -248,7 +248,7 @@ def test_students_work_through_the_hub_and_cannot_open_each_others_server(class_
                 browser.log_in(name, passwords[name]).raise_for_status()
             for name, browser in students.items():
                 landing = browser.wait_for_own_server(name, within_s=START_WITHIN_S)
-                assert landing.url == f"{hub_url}/user/{name}/lab/tree/my-work/00_guide.ipynb"
+                assert address_without_hub_retries(landing.url) == f"{hub_url}/user/{name}/lab/tree/my-work/00_guide.ipynb"
                 lab = page_config(landing.text)
                 assert (lab["hubUser"], lab["treePath"]) == (name, "my-work/00_guide.ipynb")
                 disabled = set(lab["disabledExtensions"])
