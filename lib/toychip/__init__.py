@@ -6,6 +6,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
 
     runtime_build  compiles csrc/ (the chip's C++ runtime) into an extension module, cached
     runtime   loads it: device guard, hooks, allocators, generators for PrivateUse1; its Python face
+    untraced  Dynamo never traces the chip's Python (its kernels are the dispatcher's, not user code)
     spec      the "toychip" device name, ChipSpec (the data sheet), the spec plugged in, index checks, index_of
     ledger    per-(chip, stream) timelines: the open profiles' and the chips' own clock; charge_kernel/copy/malloc
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
@@ -31,6 +32,9 @@ a vendor integrates and data flows; each imports only modules above it in this l
     lazy_tensor  with toychip.lazy(): record IR, fuse, cache, run on demand
     dynamo_interface  the chip's torch._dynamo DeviceInterface (registered with the compiler)
     compiler  torch.compile(backend="toychip"): AOTAutograd + partitioner + codegen
+    loops     what the chip's Inductor kernels call: chip memory as flat NumPy, one charged launch
+    inductor_codegen  Inductor's fused loops printed as NumPy (NumpyKernel, NumpyScheduling)
+    inductor  the chip registered with Inductor: torch.compile(model) with the default backend
     stack     the same backend as replaceable pieces (chapter 08's capstone): Pieces, compile_island
     views     GraphView data for the course's visualisers
     opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
@@ -42,9 +46,10 @@ Example::
         y = torch.relu(x * 2)
     print(p.table())
 """
+import importlib
 import warnings
 
-from . import autocast, device, distributed, fallback, ipc, memory, op_table
+from . import autocast, device, distributed, fallback, ipc, memory, op_table, untraced
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -62,12 +67,14 @@ from .spec import DEFAULT_SPEC, ChipSpec
 warnings.filterwarnings("ignore", message="'toychip.runtime_build' found in sys.modules", category=RuntimeWarning)
 
 device.register()
+device.set_inductor_classes(lambda: importlib.import_module(".inductor", __name__).register())
 memory.register()
 ipc.register()
 op_table.register()
 fallback.register()
 autocast.register()
 distributed.register()
+untraced.skip_package(__name__)
 
 _FROM_COMPILER = ("get_generated_code", "print_generated_code")
 

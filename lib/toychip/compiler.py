@@ -27,7 +27,6 @@ import numpy as np
 import torch
 import torch.fx as fx
 from torch._decomp import core_aten_decompositions
-from torch._dynamo import trace_rules
 from torch._dynamo.backends.common import aot_autograd
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
@@ -236,7 +235,4 @@ def print_generated_code(index: int = -1) -> None:
     print(get_generated_code(index))
 
 
-# Our kernels are Python functions the dispatcher calls; without this, Dynamo tries to trace
-# them whenever eager code runs inside a compiled region (graph breaks).
-trace_rules.add("toychip")
 dynamo_interface.register()

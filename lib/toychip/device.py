@@ -223,6 +223,26 @@ def empty_cache() -> None:
     _allocator().empty_cache()
 
 
+# Inductor asks a PrivateUse1 device module for its code generators the first time it
+# compiles for the device (torch._inductor.codegen.common.init_backend_registration).
+# The package's front door installs the loader (toychip.inductor.register), so that this
+# module and `import toychip` stay free of Inductor.
+INDUCTOR_CLASSES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")
+_inductor_classes = None
+
+
+def set_inductor_classes(loader) -> None:
+    """``loader()`` registers the chip with Inductor and returns its classes by name."""
+    global _inductor_classes
+    _inductor_classes = loader
+
+
+def __getattr__(name: str):
+    if name in INDUCTOR_CLASSES and _inductor_classes is not None:
+        return _inductor_classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def register() -> None:
     """Rename PrivateUse1 to ``toychip``, install this module as its device module, and give
     the C++ runtime (loaded with this module: guard, hooks, allocators) the device count."""

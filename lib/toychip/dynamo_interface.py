@@ -11,19 +11,21 @@ as :func:`register` does here.
 :class:`ToychipInterface` mirrors ``CudaInterface`` where the chip has an answer: the
 device module's functions (``toychip.device``), the streams and events of
 :mod:`toychip.streams`, device memory, and the :class:`~toychip.spec.ChipSpec` as the
-device properties. Left out, as on CPU-like devices: compute capability and Triton.
+device properties. As on the CPU, the compute capability is empty and there is no Triton.
 One limit shows through: stream code inside a compiled region graph-breaks. Dynamo's
-reason is "file is under skip directory": :mod:`toychip.compiler` puts the whole package
-in Dynamo's skip directories (``trace_rules.add``), streams included. Dynamo models only
+reason is "file is under skip directory": :func:`register` puts the whole package in
+Dynamo's skip directories (``trace_rules.add``), streams included. Dynamo models only
 ``torch.Stream`` / ``torch.Event`` instances as streams and events, and toychip's are
 Python classes (:mod:`toychip.streams` says why).
 
-Registered when the compile backend loads (:mod:`toychip.compiler`): importing Dynamo
-takes seconds, which ``import toychip`` does not pay.
+Registered when a compiler first needs it -- the course's backend (:mod:`toychip.compiler`)
+or Inductor (:mod:`toychip.inductor`): importing Dynamo takes seconds, which ``import
+toychip`` does not pay.
 """
 from __future__ import annotations
 
 import torch
+from torch._dynamo import trace_rules
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 
 from . import device as chip_device, runtime, streams
@@ -88,9 +90,18 @@ class ToychipInterface(DeviceInterface):
         """bfloat16 is stored in 16 bits and computed in float32 (:mod:`toychip.dtypes`)."""
         return True
 
+    @staticmethod
+    def get_compute_capability(device: torch.types.Device = None) -> str:
+        """None, as the CPU's: Inductor keys kernel heuristics by it (``DeviceProperties``)."""
+        return ""
+
 
 def register() -> None:
-    """Make ``get_interface_for_device("toychip")`` (and ``"toychip:N"``) return the chip's."""
+    """Make ``get_interface_for_device("toychip")`` (and ``"toychip:N"``) return the chip's,
+    and put the package among Dynamo's skipped files: a compiled function that calls the
+    chip's Python API (``toychip.profile()``, its streams) graph-breaks there rather than
+    inlining it (:mod:`toychip.untraced` keeps the dispatcher's calls into kernels out)."""
+    trace_rules.add("toychip")
     register_interface_for_device(NAME, ToychipInterface)
     for index in range(chip_device.device_count()):
         register_interface_for_device(f"{NAME}:{index}", ToychipInterface)

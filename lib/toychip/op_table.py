@@ -592,6 +592,24 @@ MEMORY_OPS = {
     "zero_": _zero, "normal_": _normal, "uniform_": _uniform,
 }
 
+# out= variants served by their functional kernel. Inductor calls matmuls this way
+# (``extern_kernels.mm(a, b, out=buf)``, into a buffer its wrapper allocated).
+OUT_VARIANTS = {"mm.out": "mm.default", "bmm.out": "bmm.default", "addmm.out": "addmm.default"}
+
+
+def out_variant(functional: Callable) -> Callable:
+    """``op.out(..., out=t)``: the functional kernel's one launch, its result written into
+    ``t`` (resized to fit, as ATen's out= ops do), ``t`` returned."""
+    def run(*args, out, **kwargs):
+        result = functional(*args, **kwargs)
+        if out.shape != result.shape:
+            resize(out, result.shape)
+        np.copyto(as_numpy(out), as_numpy(result))
+        return out
+
+    return run
+
+
 def eager_kernels() -> dict[str, Callable]:
     """The kernel library as the registration sees it: YAML op name -> PrivateUse1 kernel."""
     kernels = {"_copy_from": _copy_from, "_fused_sdp_choice": _fused_sdp_choice}
@@ -599,6 +617,8 @@ def eager_kernels() -> dict[str, Callable]:
         kernels[name] = fn if name.startswith("empty") else _counted(name, fn)
     for op, entry in OP_TABLE.items():
         kernels[registration.op_name(op)] = eager_kernel(entry)
+    for name, functional in OUT_VARIANTS.items():
+        kernels[name] = out_variant(kernels[registration.op_name(_overload(functional))])
     kernels["clone"] = _clone  # the table's clone kernel, into a result laid out as the CPU's
     return kernels
 

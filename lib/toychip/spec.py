@@ -58,6 +58,12 @@ class ChipSpec:
         """Simulated time of one kernel that moves ``nbytes`` and computes ``flops``."""
         return self.launch_us + max(nbytes / self.mem_bytes_per_us, flops / self.flops_per_us)
 
+    @property
+    def multi_processor_count(self) -> int:
+        """Compute units, as ``torch.cuda.get_device_properties`` reports SMs: Inductor sizes
+        split reductions by it. The chip has one compute engine (:mod:`toychip.ledger`)."""
+        return 1
+
     def copy_us_for(self, nbytes: int) -> float:
         """Simulated time of one host<->device copy of ``nbytes``."""
         return self.copy_us + nbytes / self.link_bytes_per_us

@@ -1,0 +1,99 @@
+"""The chip registered with Inductor, as vendors do: ``torch.compile(model)`` with no backend.
+
+Inductor keeps, per device type, a *scheduling* class (prints the fused kernels) and a
+*wrapper codegen* class (prints the Python that allocates buffers and calls the kernels,
+``call(args)``), plus *device op overrides* (the wrapper's lines for "set device", "get the
+raw stream"). ``register_backend_for_device`` and ``register_device_op_overrides``
+(``torch/_inductor/codegen/common.py``) fill those tables. OpenReg registers its device with
+``CppScheduling`` (``torch_openreg/openreg/_inductor``... ``inductor_backend.py``);
+torch_npu and torch_mlu register Triton scheduling subclasses. The chip registers
+
+* :class:`~toychip.inductor_codegen.NumpyScheduling` -- NumPy kernels for fused loops;
+* :class:`ToychipWrapperCodegen` -- Python's wrapper, calling those kernels as functions;
+* :class:`ToychipDeviceOpOverrides` -- the chip's device module in the wrapper's lines;
+
+and its Dynamo device interface (:mod:`toychip.dynamo_interface`). When Inductor first
+compiles for a PrivateUse1 device it asks the device module for ``Scheduling`` and the
+wrapper classes (``init_backend_registration``); ``torch.toychip`` answers with
+:func:`register` (:func:`toychip.device.__getattr__`), so ``import toychip`` does not import Inductor.
+"""
+from __future__ import annotations
+
+from textwrap import dedent
+
+import torch
+from torch._inductor.codegen.common import (DeviceOpOverrides, register_backend_for_device,
+                                            register_device_op_overrides)
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.virtualized import V
+
+from . import dynamo_interface
+from .inductor_codegen import NumpyScheduling
+from .spec import NAME
+
+
+class ToychipDeviceOpOverrides(DeviceOpOverrides):
+    """The wrapper's device lines: the chip computes synchronously on its current stream."""
+
+    def import_get_raw_stream_as(self, name: str) -> str:
+        return dedent(f"""
+            def {name}(index):
+                return 0
+            """)
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.{NAME}.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return f"torch.{NAME}.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.{NAME}.device({device_idx})"
+
+
+class ToychipWrapperCodegen(PythonWrapperCodegen):
+    """Inductor's Python wrapper; the chip's kernels are Python functions it calls directly."""
+
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return ToychipWrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.splice("""
+            import numpy as np
+            from toychip import dtypes, loops
+            from toychip.loops import sdk
+            """, strip=True)
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type == NAME and not triton:
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+
+class NoCppWrapperCodegen:
+    """No C++ wrapper (``cpp_wrapper``, AOTInductor): the chip's kernels are Python."""
+
+    @staticmethod
+    def create(*args, **kwargs):
+        raise NotImplementedError("toychip: Inductor's cpp_wrapper and AOTInductor need C++ kernels; "
+                                  "the chip's are NumPy (compile without cpp_wrapper)")
+
+
+# What Inductor asks the device module for (init_backend_registration), by name.
+DEVICE_MODULE_CLASSES = {"Scheduling": NumpyScheduling, "PythonWrapperCodegen": ToychipWrapperCodegen,
+                         "CppWrapperCodegen": NoCppWrapperCodegen}
+
+
+def register() -> dict:
+    """Fill Inductor's tables for the chip and give Dynamo its device interface; the classes
+    by the names the device module serves them under."""
+    register_backend_for_device(NAME, NumpyScheduling, ToychipWrapperCodegen, NoCppWrapperCodegen)
+    register_device_op_overrides(NAME, ToychipDeviceOpOverrides())
+    dynamo_interface.register()
+    return DEVICE_MODULE_CLASSES

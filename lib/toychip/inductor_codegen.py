@@ -1,0 +1,481 @@
+"""Inductor's fused loops as NumPy: the chip's code generator for ``torch.compile(model)``.
+
+Inductor lowers a graph to loop nests over flat buffers and its scheduler fuses them; each
+device then supplies a *kernel* class that prints one fused group in its language. CUDA's
+is ``TritonKernel`` (``torch/_inductor/codegen/triton.py``), the CPU's ``CppKernel``; both
+derive from ``SIMDKernel`` (Triton) or ``Kernel``. The chip's :class:`NumpyKernel` derives
+from ``SIMDKernel`` too and prints NumPy where Triton prints ``tl.``: one *block* covers the
+whole iteration space, so there are no program ids, masks or loops, only index arrays::
+
+    xindex = np.arange(xnumel)[:, None]      # the pointwise range, one row each
+    r0_index = np.arange(r0_numel)[None, :]  # the reduction range, one column each
+    tmp0 = in_ptr0[x0 + 64*r0_1]              # a load: NumPy fancy indexing
+    tmp1 = np.sum(np.broadcast_to(tmp0, (xnumel, r0_numel)), axis=1, keepdims=True)
+    out_ptr0[x0] = tmp1                       # a store
+
+* :class:`NumpyOverrides` -- one pointwise op (``ops.exp``, ``ops.where``, ...) as a NumPy
+  expression; ops NumPy lacks call the chip's kernel library (``sdk.erf``).
+* :class:`NumpyKernel` -- loads, stores, reductions and the kernel's source; it counts the
+  bytes its buffers move and the FLOPs its body does, which price its launch (:mod:`toychip.loops`).
+* :class:`NumpyScheduling` -- Inductor's SIMD scheduler with this kernel, one tile per kernel.
+
+Matmuls never reach here: Inductor calls them as extern kernels (``extern_kernels.mm``),
+which the dispatcher sends to the chip's own ``mm`` kernel. Registered in :mod:`toychip.inductor`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable
+
+import sympy
+import torch
+from torch._inductor import ir
+from torch._inductor.codegen.common import BackendFeature, CSEVariable, DeferredLine, IndentedBuffer, OpOverrides
+from torch._inductor.codegen.simd import IterationRangesEntry, IterationRangesRoot, SIMDKernel, SIMDScheduling
+from torch._inductor.utils import get_fused_kernel_name, get_kernel_metadata
+from torch._inductor.virtualized import V
+from torch.utils._ordered_set import OrderedSet
+from torch.utils._sympy.printers import PythonPrinter
+
+from .dtypes import HALF_DTYPES
+
+# torch dtype -> the NumPy type generated code computes in (16-bit floats compute in float32).
+NP_TYPE = {
+    torch.float32: "np.float32", torch.float64: "np.float64", torch.float16: "np.float32",
+    torch.bfloat16: "np.float32", torch.int64: "np.int64", torch.int32: "np.int32",
+    torch.int16: "np.int16", torch.int8: "np.int8", torch.uint8: "np.uint8", torch.bool: "np.bool_",
+}
+
+
+def np_type(dtype: torch.dtype) -> str:
+    if dtype not in NP_TYPE:
+        raise NotImplementedError(f"toychip: Inductor kernels do not compute in {dtype}")
+    return NP_TYPE[dtype]
+
+
+class NumpyPrinter(PythonPrinter):
+    """Index expressions over arrays: Python's ``min``/``max``/``math.floor`` are scalar-only."""
+
+    def _print_Min(self, expr: sympy.Expr) -> str:
+        return self._fold("np.minimum", expr.args)
+
+    def _print_Max(self, expr: sympy.Expr) -> str:
+        return self._fold("np.maximum", expr.args)
+
+    def _fold(self, fn: str, args) -> str:
+        text = self._print(args[0])
+        for arg in args[1:]:
+            text = f"{fn}({text}, {self._print(arg)})"
+        return text
+
+    def _print_Where(self, expr: sympy.Expr) -> str:
+        return f"np.where({', '.join(map(self._print, expr.args))})"
+
+    def _print_floor(self, expr: sympy.Expr) -> str:
+        return f"np.floor({self._print(expr.args[0])})"
+
+    def _print_ceiling(self, expr: sympy.Expr) -> str:
+        return f"np.ceil({self._print(expr.args[0])})"
+
+    def _print_FloorToInt(self, expr: sympy.Expr) -> str:
+        return f"np.floor({self._print(expr.args[0])}).astype(np.int64)"
+
+    def _print_CeilToInt(self, expr: sympy.Expr) -> str:
+        return f"np.ceil({self._print(expr.args[0])}).astype(np.int64)"
+
+    def _print_Abs(self, expr: sympy.Expr) -> str:
+        return f"np.abs({self._print(expr.args[0])})"
+
+
+numpy_expr = NumpyPrinter().doprint
+
+
+def literal(value) -> str:
+    """``value`` (a Python number) as source text; infinities and NaN too."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
+    return repr(value)
+
+
+def constant_text(value, dtype: torch.dtype) -> str:
+    """``value`` as a constant of ``dtype``: a NumPy float scalar keeps its float type, an
+    integer or bool stays a Python literal, which takes the type of the array it meets
+    (NumPy 2's rules), as Inductor's typed ops expect (``maximum(x, 0)`` stays float32)."""
+    if dtype == torch.bool:
+        return repr(bool(value))
+    if dtype.is_floating_point:
+        return f"{np_type(dtype)}({literal(float(value))})"
+    return literal(int(value))
+
+
+class NumpyOverrides(OpOverrides):
+    """Pointwise ops as NumPy expressions over arrays (or scalars). What this class leaves
+    out, Inductor's ``OpDecompositions`` builds from these (``relu`` as ``maximum``,
+    ``sigmoid`` from ``exp``...), and Python's operators serve ``+``, ``*``, ``/``."""
+
+    @staticmethod
+    def constant(value, dtype: torch.dtype) -> str:
+        return constant_text(value, dtype)
+
+    @staticmethod
+    def to_dtype(x, dtype: torch.dtype, src_dtype: torch.dtype | None = None, use_compute_types: bool = True) -> str:
+        return f"np.asarray({x}).astype({np_type(dtype)})"
+
+    @staticmethod
+    def to_dtype_bitcast(x, dtype: torch.dtype, src_dtype: torch.dtype) -> str:
+        return f"np.asarray({x}).view({np_type(dtype)})"
+
+    @staticmethod
+    def index_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
+        kernel = V.kernel
+        index = kernel.prepare_indexing(expr)
+        return f"np.asarray({kernel.index_to_str(index)}).astype({np_type(dtype)})"
+
+    @staticmethod
+    def value_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
+        """An index expression used as a value (NumPy's index arrays are int64 already)."""
+        return NumpyOverrides.index_expr(expr, dtype)
+
+    @staticmethod
+    def rand(seed, offset) -> str:
+        return f"loops.rand({seed}, {offset})"
+
+    @staticmethod
+    def randn(seed, offset) -> str:
+        return f"loops.randn({seed}, {offset})"
+
+    @staticmethod
+    def randint64(seed, offset, low, high) -> str:
+        return f"loops.randint64({seed}, {offset}, {low}, {high})"
+
+    @staticmethod
+    def masked(mask, body: Callable, other) -> str:
+        """``body()`` where ``mask`` holds, else ``other``; loads inside read only where it holds."""
+        kernel = V.kernel
+        with kernel.mask_loads(mask, other) as new_mask:
+            result = body()
+        # Inductor asks Triton-style backends (the default for a PrivateUse1 device) for the
+        # dtype of masked's result, so it is a typed variable rather than text.
+        return kernel.cse.generate(kernel.compute, f"np.where({new_mask}, {result}, {literal(other)})",
+                                   dtype=result.dtype)
+
+    @staticmethod
+    def where(cond, a, b) -> str:
+        return f"np.where({cond}, {a}, {b})"
+
+    @staticmethod
+    def maximum(a, b) -> str:
+        return f"np.maximum({a}, {b})"
+
+    @staticmethod
+    def minimum(a, b) -> str:
+        return f"np.minimum({a}, {b})"
+
+    @staticmethod
+    def abs(x) -> str:
+        return f"np.abs({x})"
+
+    @staticmethod
+    def exp(x) -> str:
+        return f"np.exp({x})"
+
+    @staticmethod
+    def exp2(x) -> str:
+        return f"np.exp2({x})"
+
+    @staticmethod
+    def expm1(x) -> str:
+        return f"np.expm1({x})"
+
+    @staticmethod
+    def log(x) -> str:
+        return f"np.log({x})"
+
+    @staticmethod
+    def log1p(x) -> str:
+        return f"np.log1p({x})"
+
+    @staticmethod
+    def log2(x) -> str:
+        return f"np.log2({x})"
+
+    @staticmethod
+    def sqrt(x) -> str:
+        return f"np.sqrt({x})"
+
+    @staticmethod
+    def rsqrt(x) -> str:
+        return f"(1 / np.sqrt({x}))"
+
+    @staticmethod
+    def tanh(x) -> str:
+        return f"np.tanh({x})"
+
+    @staticmethod
+    def sin(x) -> str:
+        return f"np.sin({x})"
+
+    @staticmethod
+    def cos(x) -> str:
+        return f"np.cos({x})"
+
+    @staticmethod
+    def erf(x) -> str:
+        return f"sdk.erf({x})"
+
+    @staticmethod
+    def pow(a, b) -> str:
+        return f"np.power({a}, {b})"
+
+    @staticmethod
+    def floor(x) -> str:
+        return f"np.floor({x})"
+
+    @staticmethod
+    def ceil(x) -> str:
+        return f"np.ceil({x})"
+
+    @staticmethod
+    def trunc(x) -> str:
+        return f"np.trunc({x})"
+
+    @staticmethod
+    def round(x) -> str:
+        return f"np.round({x})"
+
+    @staticmethod
+    def sign(x) -> str:
+        return f"np.sign({x})"
+
+    @staticmethod
+    def signbit(x) -> str:
+        return f"np.signbit({x})"
+
+    @staticmethod
+    def isnan(x) -> str:
+        return f"np.isnan({x})"
+
+    @staticmethod
+    def isinf(x) -> str:
+        return f"np.isinf({x})"
+
+    @staticmethod
+    def logical_and(a, b) -> str:
+        return f"np.logical_and({a}, {b})"
+
+    @staticmethod
+    def logical_or(a, b) -> str:
+        return f"np.logical_or({a}, {b})"
+
+    @staticmethod
+    def logical_not(x) -> str:
+        return f"np.logical_not({x})"
+
+    @staticmethod
+    def logical_xor(a, b) -> str:
+        return f"np.logical_xor({a}, {b})"
+
+    @staticmethod
+    def truncdiv(a, b) -> str:
+        return f"np.trunc(np.divide({a}, {b})).astype(np.result_type({a}, {b}))"
+
+    @staticmethod
+    def floordiv(a, b) -> str:
+        return f"np.floor_divide({a}, {b})"
+
+    @staticmethod
+    def mod(a, b) -> str:
+        return f"np.fmod({a}, {b})"
+
+    @staticmethod
+    def fmod(a, b) -> str:
+        return f"np.fmod({a}, {b})"
+
+    @staticmethod
+    def remainder(a, b) -> str:
+        return f"np.remainder({a}, {b})"
+
+
+# Reductions: NumPy's function for each of Inductor's reduction types; the others
+# (welford_reduce: mean, m2 and weight at once) are spelled out in NumpyKernel.reduction.
+REDUCTIONS = {"sum": "np.sum", "prod": "np.prod", "max": "np.max", "min": "np.min", "any": "np.any",
+              "argmax": "np.argmax", "argmin": "np.argmin"}
+
+
+# A line of the body that computes a value, and one that only loads it.
+COMPUTED = re.compile(r"tmp\d+ = ")
+LOADED = re.compile(r"tmp\d+ = (dtypes\.widen\()?\w*ptr\d+\[")
+
+
+class NumpyKernel(SIMDKernel):
+    """One fused group of Inductor loops as a NumPy function over flat buffers."""
+
+    overrides = NumpyOverrides  # type: ignore[assignment]
+    kexpr = staticmethod(numpy_expr)
+
+    def dtype_to_str(self, dtype: torch.dtype) -> str:
+        return np_type(dtype)
+
+    def want_no_x_dim(self) -> bool:
+        return False
+
+    def should_use_persistent_reduction(self) -> bool:
+        return True  # the whole reduction is one block: no reduction loop
+
+    def check_bounds(self, expr, size, lower, upper) -> None:
+        pass  # NumPy's own indexing raises IndexError out of bounds
+
+    # -- the iteration space ---------------------------------------------------------
+    def block_shape(self) -> tuple[str, ...]:
+        """The block's shape: one axis per active range (x, then the reduction)."""
+        return tuple(f"{tree.prefix}numel" for tree in self.active_range_trees())
+
+    def iteration_ranges_codegen_header(self, entry: IterationRangesRoot, code: IndentedBuffer) -> None:
+        axes = [tree.prefix for tree in self.active_range_trees()]
+        position = axes.index(entry.prefix)
+        shape = ", ".join(":" if i == position else "None" for i in range(len(axes)))
+        suffix = f"[{shape}]" if len(axes) > 1 else ""
+        code.writeline(f"{entry.prefix}index = np.arange({entry.prefix}numel){suffix}")
+
+    def codegen_iteration_ranges_entry(self, entry: IterationRangesEntry) -> None:
+        self.indexing_code.writeline(f"{entry.name} = {self.kexpr(self.rename_indexing(entry.expr))}")
+
+    # -- memory ----------------------------------------------------------------------
+    def load(self, name: str, index: sympy.Expr) -> CSEVariable:
+        var = self.args.input(name)
+        index_text = self.index_to_str(self.prepare_indexing(index))
+        if self._load_mask is not None:  # read only where the mask holds (elsewhere index 0)
+            index_text = f"np.where({self._load_mask}, {index_text}, 0)"
+        line = f"{var}[{index_text}]"
+        dtype = V.graph.get_dtype(name)
+        if dtype in HALF_DTYPES:
+            line = f"dtypes.widen({line})"
+        return self.cse.generate(self.compute, line, dtype=torch.float32 if dtype in HALF_DTYPES else dtype)
+
+    def store(self, name: str, index: sympy.Expr, value: CSEVariable, mode=None) -> None:
+        var = self.args.output(name)
+        index = self.prepare_indexing(index)
+        self.compute.writeline(DeferredLine(name, self.store_line(var, name, index, value, mode)))
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: CSEVariable) -> None:
+        var = self.args.output(name)
+        index = self.prepare_indexing(index)
+        self.compute.writeline(DeferredLine(name, self.store_line(var, name, index, value, None)))
+
+    def store_line(self, var: str, name: str, index: sympy.Expr, value, mode) -> str:
+        dtype = V.graph.get_dtype(name)
+        value_text = f"dtypes.narrow({value}, torch.{str(dtype).split('.')[1]})" if dtype in HALF_DTYPES else str(value)
+        index_text = self.index_to_str(index)
+        if mode == "atomic_add":
+            return f"np.add.at({var}, {index_text}, {value_text})"
+        if mode is not None:
+            raise NotImplementedError(f"toychip: store mode {mode}")
+        if not index.free_symbols & set(self.range_tree_nodes):  # one element: the block agrees on it
+            value_text = f"np.ravel({value_text})[0]"
+        return f"{var}[{index_text}] = {value_text}"
+
+    # -- reductions ------------------------------------------------------------------
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        cache_key = (src_dtype, reduction_type, value)
+        if cache_key in self.cse.reduction_cache:
+            return self.cse.reduction_cache[cache_key]
+        block = f"np.broadcast_to({value}, ({', '.join(self.block_shape())}))"
+        if reduction_type == "welford_reduce":  # mean, sum of squared deviations, count
+            mean = self.cse.generate(self.compute, f"np.mean({block}, axis=-1, keepdims=True)", dtype=dtype)
+            m2 = self.cse.generate(self.compute, f"np.sum(np.square({block} - {mean}), axis=-1, keepdims=True)",
+                                   dtype=dtype)
+            weight = self.cse.generate(self.compute, f"np.full_like({mean}, {self.block_shape()[-1]})", dtype=dtype)
+            result = (mean, m2, weight)
+        elif reduction_type == "welford_combine":
+            raise NotImplementedError("toychip: welford_combine (split reductions) is not generated")
+        elif reduction_type in ("argmax", "argmin"):
+            text = f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True)"
+            result = self.cse.generate(self.compute, text, dtype=dtype)
+        elif reduction_type in REDUCTIONS:
+            accumulate = f", dtype={np_type(dtype)}" if reduction_type in ("sum", "prod") else ""
+            text = f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True{accumulate})"
+            result = self.cse.generate(self.compute, text, dtype=dtype)
+        else:
+            raise NotImplementedError(f"toychip: reduction {reduction_type}")
+        self.cse.reduction_cache[cache_key] = result
+        return result
+
+    # -- the kernel's source and its call --------------------------------------------
+    def buffer_bytes(self) -> int:
+        """Bytes the kernel moves: each input and output buffer once."""
+        names = [*self.args.input_buffers, *self.args.output_buffers, *self.args.inplace_buffers]
+        total = 0
+        for name in dict.fromkeys(names):
+            if name in V.graph.removed_buffers or name in self.removed_buffers:
+                continue
+            buffer = V.graph.try_get_buffer(name)
+            if buffer is not None:
+                numel = V.graph.sizevars.optimization_hint(buffer.get_numel())
+                total += int(numel) * buffer.get_dtype().itemsize
+        return total
+
+    def ops_per_point(self) -> int:
+        """Computed values per point of the block (loads and stores are not operations)."""
+        lines = (str(line) for line in self.compute._lines)
+        return sum(1 for line in lines if COMPUTED.match(line) and not LOADED.match(line))
+
+    def block_points(self) -> int:
+        points = 1
+        for tree in self.range_trees:
+            points *= int(V.graph.sizevars.optimization_hint(tree.numel))
+        return points
+
+    def codegen_kernel(self, name: str | None = None) -> str:
+        argdefs, _, _, _ = self.args.python_argdefs()
+        params = [arg.name for arg in argdefs] + [f"{tree.prefix}numel" for tree in self.active_range_trees()]
+        code = IndentedBuffer()
+        flops = max(self.ops_per_point(), 1) * self.block_points()
+        code.writeline(f"@loops.kernel(nbytes={self.buffer_bytes()}, flops={flops})")
+        code.writeline(f"def {name or 'KERNEL_NAME'}({', '.join(params)}):")
+        with code.indent():
+            for tree in self.active_range_trees():
+                self.iteration_ranges_codegen_header(tree, code)
+            code.splice(self.indexing_code)
+            code.splice(self.compute)
+        return code.getvalue()
+
+    def call_kernel(self, name: str, node=None, deallocate_ws: bool = True) -> None:
+        wrapper = V.graph.wrapper_code
+        _, call_args, _, _ = self.args.python_argdefs()
+        for tree in self.active_range_trees():
+            numel = tree.numel
+            call_args.append(str(numel) if isinstance(numel, (int, sympy.Integer)) else
+                             wrapper.generate_numel_expr(name, tree))
+        wrapper.generate_kernel_call(name, call_args, device=V.graph.get_current_device_or_throw(), triton=False)
+
+
+class NumpyScheduling(SIMDScheduling):
+    """Inductor's SIMD scheduler (fusion, reductions) printing :class:`NumpyKernel`s."""
+
+    kernel_type = NumpyKernel  # type: ignore[assignment]
+
+    @classmethod
+    def get_backend_features(cls, device: torch.device) -> OrderedSet[BackendFeature]:
+        return OrderedSet([BackendFeature.REDUCE_TO_SINGLE_ELEMENT])
+
+    @classmethod
+    def select_tiling(cls, node_schedule, numel, reduction_numel=sympy.S.One, coalesce_analysis=None):
+        return cls.create_tiling([numel], [reduction_numel])
+
+    @classmethod
+    def get_tiling_and_scores(cls, node_schedule, numel, reduction_numel=sympy.S.One, coalesce_analysis=None):
+        return cls.create_tiling([numel], [reduction_numel]), None
+
+    def define_kernel(self, src_code: str, node_schedule, kernel: NumpyKernel) -> str:
+        """Put the kernel's ``def`` into the wrapper module, once per distinct source."""
+        wrapper = V.graph.wrapper_code
+        if src_code in wrapper.src_to_kernel:
+            return wrapper.src_to_kernel[src_code]
+        fused_name = get_fused_kernel_name(node_schedule, "original_aten")
+        kernel_name = f"toychip_{fused_name}_{wrapper.next_kernel_suffix()}"
+        wrapper.src_to_kernel[src_code] = kernel_name
+        origins, detailed_origins = get_kernel_metadata(node_schedule, wrapper)
+        # A def, where Triton and C++ kernels are an expression (async_compile.triton(...)).
+        wrapper.header.splice(f"\n\n{origins}\n{detailed_origins}\n{src_code.replace('KERNEL_NAME', kernel_name)}")
+        return kernel_name

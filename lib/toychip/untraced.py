@@ -1,0 +1,48 @@
+"""Dynamo never traces the chip's own Python: its kernels are called by the dispatcher.
+
+While a ``torch.compile``'d function runs, Dynamo's frame hook sees every Python frame that
+starts, including eager code between graphs (a graph break). The chip's kernels are
+Python functions that PyTorch's dispatcher calls from C++, so without this Dynamo would try
+to compile a kernel's frame as if the user had written it -- and run it on fake tensors.
+Real ports never meet this: their kernels are C++. :func:`skip_package` marks each code
+object of the chip's modules with Dynamo's frame strategy "skip, and skip what it calls",
+through ``torch._C`` (cheap; ``import torch._dynamo`` is not): what Dynamo's own
+``skip_code`` does. Code generated later (a compiled graph's source) runs with Dynamo off.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+from torch._C._dynamo import eval_frame
+
+
+def _code_objects(code: types.CodeType):
+    """``code`` and every function body nested in it (closures, lambdas, comprehensions)."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _functions(module: types.ModuleType):
+    """The functions a module defines: its own and its classes' methods."""
+    for value in vars(module).values():
+        members = vars(value).values() if isinstance(value, type) and value.__module__ == module.__name__ else (value,)
+        for member in members:
+            member = getattr(member, "__func__", member)  # staticmethod, classmethod
+            if isinstance(member, types.FunctionType) and member.__module__ == module.__name__:
+                yield member
+
+
+def skip_package(package: str) -> int:
+    """Mark every loaded module of ``package``; returns how many code objects were marked."""
+    strategy = eval_frame._FrameExecStrategy(eval_frame._FrameAction.SKIP, eval_frame._FrameAction.SKIP)
+    marked = 0
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == package or name.startswith(package + ".")):
+            for function in _functions(module):
+                for code in _code_objects(function.__code__):
+                    eval_frame.set_code_exec_strategy(code, strategy)
+                    marked += 1
+    return marked
