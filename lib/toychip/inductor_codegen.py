@@ -24,6 +24,7 @@ which the dispatcher sends to the chip's own ``mm`` kernel. Registered in :mod:`
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from typing import Callable
@@ -33,7 +34,7 @@ import torch
 from torch._inductor import ir
 from torch._inductor.codegen.common import BackendFeature, CSEVariable, DeferredLine, IndentedBuffer, OpOverrides
 from torch._inductor.codegen.simd import IterationRangesEntry, IterationRangesRoot, SIMDKernel, SIMDScheduling
-from torch._inductor.utils import get_fused_kernel_name, get_kernel_metadata
+from torch._inductor.utils import aggregate_origins, get_fused_kernel_name, get_kernel_metadata
 from torch._inductor.virtualized import V
 from torch.utils._ordered_set import OrderedSet
 from torch.utils._sympy.printers import PythonPrinter
@@ -297,10 +298,45 @@ class NumpyOverrides(OpOverrides):
         return f"np.remainder({a}, {b})"
 
 
-# Reductions: NumPy's function for each of Inductor's reduction types; the others
-# (welford_reduce: mean, m2 and weight at once) are spelled out in NumpyKernel.reduction.
+# Reductions: NumPy's function for each of Inductor's reduction types but Welford's.
 REDUCTIONS = {"sum": "np.sum", "prod": "np.prod", "max": "np.max", "min": "np.min", "any": "np.any",
               "argmax": "np.argmax", "argmin": "np.argmin"}
+
+
+def reduction_source(reduction_type: str, value: str, block_shape: tuple[str, ...], acc_type: str):
+    """NumPy source reducing ``value`` over the block's last axis, keeping that axis (one
+    column per row of the block). A split reduction's second pass (``welford_combine``)
+    is not generated: with one compute unit Inductor does not split. ``value`` may have any shape that broadcasts to
+    ``block_shape`` (a value that does not vary along the reduction still counts once per
+    column). ``welford_reduce`` gives three sources: mean, sum of squared deviations (m2)
+    and the count -- what ``var_mean`` and LayerNorm combine. ``acc_type``: the NumPy type
+    sums and products accumulate in."""
+    block = f"np.broadcast_to({value}, ({', '.join(block_shape)}))"
+    if reduction_type == "welford_reduce":
+        mean = f"np.mean({block}, axis=-1, keepdims=True)"
+        return (mean, f"np.sum(np.square({block} - {mean}), axis=-1, keepdims=True)",
+                f"np.full(({', '.join(block_shape[:-1])}, 1), {block_shape[-1]}, dtype={acc_type})")
+    if reduction_type not in REDUCTIONS:
+        raise NotImplementedError(f"toychip: reduction {reduction_type}")
+    accumulate = f", dtype={acc_type}" if reduction_type in ("sum", "prod") else ""
+    return f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True{accumulate})"
+
+
+_reduction_source = reduction_source  # what kernels call; use_reduction_source swaps it
+
+
+@contextlib.contextmanager
+def use_reduction_source(fn: Callable):
+    """Generate reductions with ``fn`` (``reduction_source``'s signature) inside the block.
+    Inductor's caches of compiled graphs are off meanwhile: they would serve kernels
+    generated with the other template."""
+    global _reduction_source
+    previous, _reduction_source = _reduction_source, fn
+    try:
+        with torch._inductor.config.patch(fx_graph_cache=False, autotune_local_cache=False):
+            yield
+    finally:
+        _reduction_source = previous
 
 
 # A line of the body that computes a value, and one that only loads it.
@@ -380,24 +416,11 @@ class NumpyKernel(SIMDKernel):
         cache_key = (src_dtype, reduction_type, value)
         if cache_key in self.cse.reduction_cache:
             return self.cse.reduction_cache[cache_key]
-        block = f"np.broadcast_to({value}, ({', '.join(self.block_shape())}))"
-        if reduction_type == "welford_reduce":  # mean, sum of squared deviations, count
-            mean = self.cse.generate(self.compute, f"np.mean({block}, axis=-1, keepdims=True)", dtype=dtype)
-            m2 = self.cse.generate(self.compute, f"np.sum(np.square({block} - {mean}), axis=-1, keepdims=True)",
-                                   dtype=dtype)
-            weight = self.cse.generate(self.compute, f"np.full_like({mean}, {self.block_shape()[-1]})", dtype=dtype)
-            result = (mean, m2, weight)
-        elif reduction_type == "welford_combine":
-            raise NotImplementedError("toychip: welford_combine (split reductions) is not generated")
-        elif reduction_type in ("argmax", "argmin"):
-            text = f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True)"
-            result = self.cse.generate(self.compute, text, dtype=dtype)
-        elif reduction_type in REDUCTIONS:
-            accumulate = f", dtype={np_type(dtype)}" if reduction_type in ("sum", "prod") else ""
-            text = f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True{accumulate})"
-            result = self.cse.generate(self.compute, text, dtype=dtype)
+        source = _reduction_source(reduction_type, str(value), self.block_shape(), np_type(dtype))
+        if isinstance(source, tuple):
+            result = tuple(self.cse.generate(self.compute, text, dtype=dtype) for text in source)
         else:
-            raise NotImplementedError(f"toychip: reduction {reduction_type}")
+            result = self.cse.generate(self.compute, source, dtype=dtype)
         self.cse.reduction_cache[cache_key] = result
         return result
 
@@ -431,7 +454,8 @@ class NumpyKernel(SIMDKernel):
         params = [arg.name for arg in argdefs] + [f"{tree.prefix}numel" for tree in self.active_range_trees()]
         code = IndentedBuffer()
         flops = max(self.ops_per_point(), 1) * self.block_points()
-        code.writeline(f"@loops.kernel(nbytes={self.buffer_bytes()}, flops={flops})")
+        aten_ops = sum(origin.op == "call_function" for origin in aggregate_origins(self.features.node_schedule))
+        code.writeline(f"@loops.kernel(nbytes={self.buffer_bytes()}, flops={flops}, aten_ops={aten_ops})")
         code.writeline(f"def {name or 'KERNEL_NAME'}({', '.join(params)}):")
         with code.indent():
             for tree in self.active_range_trees():

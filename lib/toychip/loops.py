@@ -5,7 +5,7 @@ the way a Triton kernel sees pointers. So a generated kernel (:mod:`toychip.indu
 receives each tensor as the flat run of its storage from the tensor's offset on, and
 reads and writes it with NumPy's fancy indexing::
 
-    @loops.kernel(nbytes=1024, flops=256)
+    @loops.kernel(nbytes=1024, flops=256, aten_ops=2)
     def toychip_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel):
         xindex = np.arange(xnumel)
         ...
@@ -39,10 +39,16 @@ def flat(t: torch.Tensor) -> np.ndarray:
     return buf[t.storage_offset():]
 
 
-def kernel(nbytes: int, flops: int):
+# ATen ops each generated kernel computes, by kernel name (a profile counts launches by name).
+ATEN_OPS: dict[str, int] = {}
+
+
+def kernel(nbytes: int, flops: int, aten_ops: int):
     """Decorate a generated kernel: its tensor arguments arrive as :func:`flat` views and
-    each call is one launch on the simulated clock."""
+    each call is one launch on the simulated clock; ``aten_ops``: the ATen ops it fuses."""
     def decorate(body):
+        ATEN_OPS[body.__name__] = aten_ops
+
         @functools.wraps(body)
         def launch(*args):
             body(*(flat(a) if isinstance(a, torch.Tensor) else a for a in args))
