@@ -25,11 +25,12 @@ import torch
 from torch._inductor.codegen.common import (DeviceOpOverrides, register_backend_for_device,
                                             register_device_op_overrides)
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.runtime.hints import DeviceProperties
 from torch._inductor.virtualized import V
 
 from . import dynamo_interface
 from .inductor_codegen import NumpyScheduling
-from .spec import NAME
+from .spec import NAME, on_spec_change
 
 
 class ToychipDeviceOpOverrides(DeviceOpOverrides):
@@ -96,4 +97,5 @@ def register() -> dict:
     register_backend_for_device(NAME, NumpyScheduling, ToychipWrapperCodegen, NoCppWrapperCodegen)
     register_device_op_overrides(NAME, ToychipDeviceOpOverrides())
     dynamo_interface.register()
+    on_spec_change(DeviceProperties.create.cache_clear)  # it caches compute_units as the SM count
     return DEVICE_MODULE_CLASSES

@@ -40,6 +40,7 @@ from torch.utils._ordered_set import OrderedSet
 from torch.utils._sympy.printers import PythonPrinter
 
 from .dtypes import HALF_DTYPES
+from .spec import get_spec
 
 # torch dtype -> the NumPy type generated code computes in (16-bit floats compute in float32).
 NP_TYPE = {
@@ -305,8 +306,7 @@ REDUCTIONS = {"sum": "np.sum", "prod": "np.prod", "max": "np.max", "min": "np.mi
 
 def reduction_source(reduction_type: str, value: str, block_shape: tuple[str, ...], acc_type: str):
     """NumPy source reducing ``value`` over the block's last axis, keeping that axis (one
-    column per row of the block). A split reduction's second pass (``welford_combine``)
-    is not generated: with one compute unit Inductor does not split. ``value`` may have any shape that broadcasts to
+    column per row of the block). ``value`` may have any shape that broadcasts to
     ``block_shape`` (a value that does not vary along the reduction still counts once per
     column). ``welford_reduce`` gives three sources: mean, sum of squared deviations (m2)
     and the count -- what ``var_mean`` and LayerNorm combine. ``acc_type``: the NumPy type
@@ -322,21 +322,29 @@ def reduction_source(reduction_type: str, value: str, block_shape: tuple[str, ..
     return f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True{accumulate})"
 
 
-_reduction_source = reduction_source  # what kernels call; use_reduction_source swaps it
+def no_welford_combine(mean: str, m2: str, weight: str, block_shape: tuple[str, ...]):
+    """The chip has no source for combining partial Welford results: Inductor asks for it
+    only when it splits a reduction, which needs ``ChipSpec.compute_units > 1``."""
+    raise NotImplementedError(
+        "toychip: Inductor split a var_mean/LayerNorm reduction in two (ChipSpec.compute_units > 1), and the "
+        "chip has no welford_combine source; give one with toychip.inductor_codegen.use_welford_combine(fn)")
+
+
+_welford_combine = no_welford_combine  # what kernels call; use_welford_combine swaps it
 
 
 @contextlib.contextmanager
-def use_reduction_source(fn: Callable):
-    """Generate reductions with ``fn`` (``reduction_source``'s signature) inside the block.
-    Inductor's caches of compiled graphs are off meanwhile: they would serve kernels
-    generated with the other template."""
-    global _reduction_source
-    previous, _reduction_source = _reduction_source, fn
+def use_welford_combine(fn: Callable):
+    """Combine a split reduction's partial Welford results with ``fn(mean, m2, weight,
+    block_shape) -> (mean, m2, weight)`` (NumPy sources) inside the block. Inductor's caches
+    of compiled graphs are off meanwhile: they would serve kernels made without ``fn``."""
+    global _welford_combine
+    previous, _welford_combine = _welford_combine, fn
     try:
         with torch._inductor.config.patch(fx_graph_cache=False, autotune_local_cache=False):
             yield
     finally:
-        _reduction_source = previous
+        _welford_combine = previous
 
 
 # A line of the body that computes a value, and one that only loads it.
@@ -416,7 +424,10 @@ class NumpyKernel(SIMDKernel):
         cache_key = (src_dtype, reduction_type, value)
         if cache_key in self.cse.reduction_cache:
             return self.cse.reduction_cache[cache_key]
-        source = _reduction_source(reduction_type, str(value), self.block_shape(), np_type(dtype))
+        if reduction_type == "welford_combine":  # a split reduction's second kernel
+            source = _welford_combine(*map(str, value), self.block_shape())
+        else:
+            source = reduction_source(reduction_type, str(value), self.block_shape(), np_type(dtype))
         if isinstance(source, tuple):
             result = tuple(self.cse.generate(self.compute, text, dtype=dtype) for text in source)
         else:
@@ -481,7 +492,11 @@ class NumpyScheduling(SIMDScheduling):
 
     @classmethod
     def get_backend_features(cls, device: torch.device) -> OrderedSet[BackendFeature]:
-        return OrderedSet([BackendFeature.REDUCE_TO_SINGLE_ELEMENT])
+        """A chip with one compute unit reduces a whole tensor in one kernel; with more,
+        Inductor may split a long reduction with few results in two, for parallelism."""
+        if get_spec().compute_units == 1:
+            return OrderedSet([BackendFeature.REDUCE_TO_SINGLE_ELEMENT])
+        return OrderedSet()
 
     @classmethod
     def select_tiling(cls, node_schedule, numel, reduction_numel=sympy.S.One, coalesce_analysis=None):

@@ -42,6 +42,9 @@ class ChipSpec:
       default, so a program's simulated time does not depend on what ran before it.
     * ``event_us``: what recording an event takes on its stream (``cudaEventRecord``), on
       the chip's own clock (:mod:`toychip.streams`); profiles charge work only.
+    * ``compute_units``: what Inductor reads as the SM count (``multi_processor_count``).
+      With more than one, it splits a long reduction with few results into two kernels
+      (partial results, then their combination); the clock still runs one kernel at a time.
     """
 
     name: str = "toychip-v1"
@@ -53,6 +56,7 @@ class ChipSpec:
     device_count: int = 2
     malloc_us: float = 0.0
     event_us: float = 1.0
+    compute_units: int = 1
 
     def kernel_us(self, nbytes: int, flops: int) -> float:
         """Simulated time of one kernel that moves ``nbytes`` and computes ``flops``."""
@@ -60,9 +64,8 @@ class ChipSpec:
 
     @property
     def multi_processor_count(self) -> int:
-        """Compute units, as ``torch.cuda.get_device_properties`` reports SMs: Inductor sizes
-        split reductions by it. The chip has one compute engine (:mod:`toychip.ledger`)."""
-        return 1
+        """``compute_units`` by the name ``torch.cuda.get_device_properties`` gives SMs."""
+        return self.compute_units
 
     def copy_us_for(self, nbytes: int) -> float:
         """Simulated time of one host<->device copy of ``nbytes``."""
@@ -73,6 +76,9 @@ DEFAULT_SPEC = ChipSpec()
 
 
 _spec: ChipSpec = DEFAULT_SPEC
+# Called after every set_spec: caches above the chip that hold the spec's answers
+# (Inductor's device properties, toychip.inductor) let go of them.
+_spec_listeners: list = []
 
 
 def get_spec() -> ChipSpec:
@@ -84,7 +90,15 @@ def set_spec(spec: ChipSpec) -> ChipSpec:
     """Plug in a different chip spec; returns the previous one."""
     global _spec
     previous, _spec = _spec, spec
+    for listener in _spec_listeners:
+        listener()
     return previous
+
+
+def on_spec_change(listener) -> None:
+    """Call ``listener()`` whenever a spec is plugged in."""
+    if listener not in _spec_listeners:
+        _spec_listeners.append(listener)
 
 
 def check_index(device) -> None:
