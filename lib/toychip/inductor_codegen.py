@@ -24,7 +24,6 @@ which the dispatcher sends to the chip's own ``mm`` kernel. Registered in :mod:`
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from typing import Callable
@@ -322,31 +321,6 @@ def reduction_source(reduction_type: str, value: str, block_shape: tuple[str, ..
     return f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True{accumulate})"
 
 
-def no_welford_combine(mean: str, m2: str, weight: str, block_shape: tuple[str, ...]):
-    """The chip has no source for combining partial Welford results: Inductor asks for it
-    only when it splits a reduction, which needs ``ChipSpec.compute_units > 1``."""
-    raise NotImplementedError(
-        "toychip: Inductor split a var_mean/LayerNorm reduction in two (ChipSpec.compute_units > 1), and the "
-        "chip has no welford_combine source; give one with toychip.inductor_codegen.use_welford_combine(fn)")
-
-
-_welford_combine = no_welford_combine  # what kernels call; use_welford_combine swaps it
-
-
-@contextlib.contextmanager
-def use_welford_combine(fn: Callable):
-    """Combine a split reduction's partial Welford results with ``fn(mean, m2, weight,
-    block_shape) -> (mean, m2, weight)`` (NumPy sources) inside the block. Inductor's caches
-    of compiled graphs are off meanwhile: they would serve kernels made without ``fn``."""
-    global _welford_combine
-    previous, _welford_combine = _welford_combine, fn
-    try:
-        with torch._inductor.config.patch(fx_graph_cache=False, autotune_local_cache=False):
-            yield
-    finally:
-        _welford_combine = previous
-
-
 # A line of the body that computes a value, and one that only loads it.
 COMPUTED = re.compile(r"tmp\d+ = ")
 LOADED = re.compile(r"tmp\d+ = (dtypes\.widen\()?\w*ptr\d+\[")
@@ -424,8 +398,11 @@ class NumpyKernel(SIMDKernel):
         cache_key = (src_dtype, reduction_type, value)
         if cache_key in self.cse.reduction_cache:
             return self.cse.reduction_cache[cache_key]
-        if reduction_type == "welford_combine":  # a split reduction's second kernel
-            source = _welford_combine(*map(str, value), self.block_shape())
+        if reduction_type == "welford_combine":  # a split reduction's second kernel: a call
+            block = ", ".join(self.block_shape())
+            parts = ", ".join(f"np.broadcast_to({v}, ({block}))" for v in value)
+            combined = self.cse.generate(self.compute, f"loops.welford_combine({parts})")
+            source = tuple(f"{combined}[{i}]" for i in range(3))
         else:
             source = reduction_source(reduction_type, str(value), self.block_shape(), np_type(dtype))
         if isinstance(source, tuple):

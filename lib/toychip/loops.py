@@ -16,6 +16,7 @@ the bytes and FLOPs the code generator counted -- the same ledger eager kernels 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from types import SimpleNamespace
 
@@ -87,6 +88,30 @@ def randn(seed, offset) -> np.ndarray:
 def randint64(seed, offset, low, high) -> np.ndarray:
     """Integers in [low, high), one per offset."""
     return (low + (_mix(seed, offset) % np.uint64(high - low)).astype(np.int64)).astype(np.int64)
+
+
+def no_welford_combine(mean: np.ndarray, m2: np.ndarray, weight: np.ndarray):
+    """The chip's default: it has no way to combine partial Welford results. Inductor asks
+    for one only when it splits a reduction, which needs ``ChipSpec.compute_units > 1``."""
+    raise NotImplementedError(
+        "toychip: Inductor split a var_mean/LayerNorm reduction in two (ChipSpec.compute_units > 1), and the chip "
+        "cannot combine the partial results; give a function with toychip.loops.use_welford_combine(fn)")
+
+
+welford_combine = no_welford_combine  # what a split reduction's second kernel calls
+
+
+@contextlib.contextmanager
+def use_welford_combine(fn):
+    """Inside the block, kernels combine a split reduction's partial Welford results with
+    ``fn(mean, m2, weight) -> (mean, m2, weight)``: arrays of the block's shape in, each
+    reduced over the last axis (kept, length 1) out."""
+    global welford_combine
+    previous, welford_combine = welford_combine, fn
+    try:
+        yield
+    finally:
+        welford_combine = previous
 
 
 # The chip's kernel library, for ops NumPy has no function for (``sdk.erf``).
