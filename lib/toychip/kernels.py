@@ -587,6 +587,50 @@ def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     return grad_gates, grad_c * f, grad_bias
 
 
+def _gru_cell_flops(inputs, outputs) -> int:
+    """About 4 operations per gate element (the sums, the activation) and 3 per hidden
+    element (h' = n + z * (h - n))."""
+    hy = outputs[0]
+    return 4 * 3 * hy.size + 3 * hy.size
+
+
+@kernel("gru_cell", "other", _gru_cell_flops)
+def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """One GRU step from its gate pre-activations x@W_ih^T and h@W_hh^T (columns r, z, n):
+    r, z = sigmoid of the summed gates, n = tanh(x_n + r * h_n), h' = (1 - z) * n + z * h.
+
+    Returns (h', workspace): the workspace keeps [r z n h_n h] for the backward, as
+    ``_thnn_fused_gru_cell`` does on CUDA (h_n: the hidden gate of n, with its bias).
+    """
+    if input_bias is not None:
+        input_gates = input_gates + input_bias
+    if hidden_bias is not None:
+        hidden_gates = hidden_gates + hidden_bias
+    x_r, x_z, x_n = np.split(input_gates, 3, axis=-1)
+    h_r, h_z, h_n = np.split(hidden_gates, 3, axis=-1)
+    r, z = _sigmoid(x_r + h_r), _sigmoid(x_z + h_z)
+    n = np.tanh(x_n + r * h_n)
+    hy = (1 - z) * n + z * hx
+    return hy, np.concatenate((r, z, n, h_n, hx), axis=-1)
+
+
+@kernel("gru_cell_backward", "other", _gru_cell_flops)
+def gru_cell_backward(grad_hy, workspace, has_bias):
+    """(d input gates, d hidden gates, d h, d input bias, d hidden bias) of :func:`gru_cell`
+    from its workspace [r z n h_n h]: d n = grad * (1 - z) * (1 - n^2),
+    d z = grad * (h - n) * z(1 - z), d r = d n * h_n * r(1 - r); the hidden gates' n column
+    gets d n * r; d h = grad * z; the biases' gradients sum their gates' over the batch.
+    """
+    r, z, n, h_n, hx = np.split(workspace, 5, axis=-1)
+    grad_n = grad_hy * (1 - z) * (1 - n * n)
+    grad_z = grad_hy * (hx - n) * z * (1 - z)
+    grad_r = grad_n * h_n * r * (1 - r)
+    grad_input_gates = np.concatenate((grad_r, grad_z, grad_n), axis=-1)
+    grad_hidden_gates = np.concatenate((grad_r, grad_z, grad_n * r), axis=-1)
+    biases = (grad_input_gates.sum(axis=0), grad_hidden_gates.sum(axis=0)) if has_bias else (None, None)
+    return grad_input_gates, grad_hidden_gates, grad_hy * z, *biases
+
+
 def _attention_flops(inputs, outputs) -> int:
     """Two batched products: 2*L*S*E for the scores q@k^T and 2*L*S*Ev for p@v."""
     q, k, v = inputs[:3]

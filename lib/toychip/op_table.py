@@ -164,6 +164,8 @@ _COMPUTE_OPS = {
     "diagonal_scatter.default": "diagonal_scatter",
     "_thnn_fused_lstm_cell.default": "lstm_cell",
     "_thnn_fused_lstm_cell_backward_impl.default": "lstm_cell_backward",
+    "_thnn_fused_gru_cell.default": "gru_cell",
+    "_thnn_fused_gru_cell_backward.default": "gru_cell_backward",
     "_scaled_dot_product_fused_attention_overrideable.default": "attention",
     "_scaled_dot_product_fused_attention_overrideable_backward.default": "attention_backward",
 }
