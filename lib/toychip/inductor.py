@@ -21,16 +21,18 @@ from __future__ import annotations
 
 from textwrap import dedent
 
+import sympy
 import torch
 from torch._inductor.codegen.common import (DeviceOpOverrides, register_backend_for_device,
                                             register_device_op_overrides)
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen, pexpr
+from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.runtime.hints import DeviceProperties
 from torch._inductor.virtualized import V
 
-from . import dynamo_interface
+from . import dynamo_interface, inductor_codegen, loops
 from .inductor_codegen import NumpyScheduling
-from .spec import NAME, on_spec_change
+from .spec import NAME, get_spec, on_spec_change
 
 
 class ToychipDeviceOpOverrides(DeviceOpOverrides):
@@ -69,10 +71,19 @@ class ToychipWrapperCodegen(PythonWrapperCodegen):
             from toychip.loops import sdk
             """, strip=True)
 
+    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
+        """A buffer on the graph's chip: Inductor's line names the device type only, since it
+        enters a device guard for GPU types alone (``device_need_guard``); name the index."""
+        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+        if device.type == NAME and device.index:
+            return line.replace(f"device='{NAME}'", f"device='{device}'")
+        return line
+
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
         device = device or V.graph.get_current_device_or_throw()
-        if device.type == NAME and not triton:
-            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+        if device.type == NAME and not triton:  # sizes arrive as sympy: print them as Python
+            args = [pexpr(arg) if isinstance(arg, sympy.Expr) else str(arg) for arg in call_args]
+            self.writeline(self.wrap_kernel_call(kernel_name, args))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
@@ -80,10 +91,25 @@ class ToychipWrapperCodegen(PythonWrapperCodegen):
 class NoCppWrapperCodegen:
     """No C++ wrapper (``cpp_wrapper``, AOTInductor): the chip's kernels are Python."""
 
+    supports_caching = False  # asked before create(): whether to look in the cache of compiled graphs
+
     @staticmethod
     def create(*args, **kwargs):
         raise NotImplementedError("toychip: Inductor's cpp_wrapper and AOTInductor need C++ kernels; "
                                   "the chip's are NumPy (compile without cpp_wrapper)")
+
+
+class CodegenVersion(CustomGraphModulePass):
+    """A graph pass that changes nothing: its ``uuid`` is part of the key of Inductor's cache
+    of compiled graphs, which would otherwise serve kernels that older sources of the chip's
+    code generator printed, or that it printed for a chip with other compute units."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        pass
+
+    def uuid(self) -> bytes:
+        sources = (inductor_codegen.__file__, loops.__file__, __file__)
+        return get_hash_for_files(sources, extra=f"compute_units={get_spec().compute_units}")
 
 
 # What Inductor asks the device module for (init_backend_registration), by name.
@@ -94,7 +120,8 @@ DEVICE_MODULE_CLASSES = {"Scheduling": NumpyScheduling, "PythonWrapperCodegen": 
 def register() -> dict:
     """Fill Inductor's tables for the chip and give Dynamo its device interface; the classes
     by the names the device module serves them under."""
-    register_backend_for_device(NAME, NumpyScheduling, ToychipWrapperCodegen, NoCppWrapperCodegen)
+    register_backend_for_device(NAME, NumpyScheduling, ToychipWrapperCodegen, NoCppWrapperCodegen,
+                                device_custom_pass=CodegenVersion())
     register_device_op_overrides(NAME, ToychipDeviceOpOverrides())
     dynamo_interface.register()
     on_spec_change(DeviceProperties.create.cache_clear)  # it caches compute_units as the SM count

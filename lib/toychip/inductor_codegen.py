@@ -33,6 +33,7 @@ import torch
 from torch._inductor import ir
 from torch._inductor.codegen.common import BackendFeature, CSEVariable, DeferredLine, IndentedBuffer, OpOverrides
 from torch._inductor.codegen.simd import IterationRangesEntry, IterationRangesRoot, SIMDKernel, SIMDScheduling
+from torch._inductor.ops_handler import OpsHandler
 from torch._inductor.utils import aggregate_origins, get_fused_kernel_name, get_kernel_metadata
 from torch._inductor.virtualized import V
 from torch.utils._ordered_set import OrderedSet
@@ -111,13 +112,18 @@ def constant_text(value, dtype: torch.dtype) -> str:
 
 
 class NumpyOverrides(OpOverrides):
-    """Pointwise ops as NumPy expressions over arrays (or scalars). What this class leaves
-    out, Inductor's ``OpDecompositions`` builds from these (``relu`` as ``maximum``,
-    ``sigmoid`` from ``exp``...), and Python's operators serve ``+``, ``*``, ``/``."""
+    """Pointwise ops as NumPy expressions over arrays (or scalars). Ops that are one NumPy
+    function are in :data:`NUMPY_FUNCTIONS`; what this class leaves out, Inductor's
+    ``OpDecompositions`` builds from these (``relu`` as ``maximum``, ``sigmoid`` from
+    ``exp``...), and Python's operators serve ``+``, ``*``, ``/``, ``<``, ``&``. The ops
+    left after that have no NumPy source: :func:`no_numpy_source` says so."""
 
     @staticmethod
-    def constant(value, dtype: torch.dtype) -> str:
-        return constant_text(value, dtype)
+    def constant(value, dtype: torch.dtype) -> CSEVariable:
+        """A constant is written where it is used (``np.maximum(tmp2, 0)``), not on a line of its own."""
+        text = constant_text(value, dtype)
+        cse = V.kernel.cse
+        return cse.varname_map.get(text) or cse.namedvar(text, dtype=dtype)
 
     @staticmethod
     def to_dtype(x, dtype: torch.dtype, src_dtype: torch.dtype | None = None, use_compute_types: bool = True) -> str:
@@ -162,140 +168,56 @@ class NumpyOverrides(OpOverrides):
                                    dtype=result.dtype)
 
     @staticmethod
-    def where(cond, a, b) -> str:
-        return f"np.where({cond}, {a}, {b})"
-
-    @staticmethod
-    def maximum(a, b) -> str:
-        return f"np.maximum({a}, {b})"
-
-    @staticmethod
-    def minimum(a, b) -> str:
-        return f"np.minimum({a}, {b})"
-
-    @staticmethod
-    def abs(x) -> str:
-        return f"np.abs({x})"
-
-    @staticmethod
-    def exp(x) -> str:
-        return f"np.exp({x})"
-
-    @staticmethod
-    def exp2(x) -> str:
-        return f"np.exp2({x})"
-
-    @staticmethod
-    def expm1(x) -> str:
-        return f"np.expm1({x})"
-
-    @staticmethod
-    def log(x) -> str:
-        return f"np.log({x})"
-
-    @staticmethod
-    def log1p(x) -> str:
-        return f"np.log1p({x})"
-
-    @staticmethod
-    def log2(x) -> str:
-        return f"np.log2({x})"
-
-    @staticmethod
-    def sqrt(x) -> str:
-        return f"np.sqrt({x})"
-
-    @staticmethod
     def rsqrt(x) -> str:
         return f"(1 / np.sqrt({x}))"
 
     @staticmethod
-    def tanh(x) -> str:
-        return f"np.tanh({x})"
-
-    @staticmethod
-    def sin(x) -> str:
-        return f"np.sin({x})"
-
-    @staticmethod
-    def cos(x) -> str:
-        return f"np.cos({x})"
-
-    @staticmethod
     def erf(x) -> str:
-        return f"sdk.erf({x})"
-
-    @staticmethod
-    def pow(a, b) -> str:
-        return f"np.power({a}, {b})"
-
-    @staticmethod
-    def floor(x) -> str:
-        return f"np.floor({x})"
-
-    @staticmethod
-    def ceil(x) -> str:
-        return f"np.ceil({x})"
-
-    @staticmethod
-    def trunc(x) -> str:
-        return f"np.trunc({x})"
-
-    @staticmethod
-    def round(x) -> str:
-        return f"np.round({x})"
-
-    @staticmethod
-    def sign(x) -> str:
-        return f"np.sign({x})"
-
-    @staticmethod
-    def signbit(x) -> str:
-        return f"np.signbit({x})"
-
-    @staticmethod
-    def isnan(x) -> str:
-        return f"np.isnan({x})"
-
-    @staticmethod
-    def isinf(x) -> str:
-        return f"np.isinf({x})"
-
-    @staticmethod
-    def logical_and(a, b) -> str:
-        return f"np.logical_and({a}, {b})"
-
-    @staticmethod
-    def logical_or(a, b) -> str:
-        return f"np.logical_or({a}, {b})"
-
-    @staticmethod
-    def logical_not(x) -> str:
-        return f"np.logical_not({x})"
-
-    @staticmethod
-    def logical_xor(a, b) -> str:
-        return f"np.logical_xor({a}, {b})"
+        return f"sdk.erf({x})"  # NumPy has no erf; the chip's kernel library does
 
     @staticmethod
     def truncdiv(a, b) -> str:
         return f"np.trunc(np.divide({a}, {b})).astype(np.result_type({a}, {b}))"
 
-    @staticmethod
-    def floordiv(a, b) -> str:
-        return f"np.floor_divide({a}, {b})"
 
-    @staticmethod
-    def mod(a, b) -> str:
-        return f"np.fmod({a}, {b})"
+# Inductor's pointwise ops that are one NumPy function of the same operands. Inductor's
+# ``mod`` is C's remainder (sign of the dividend, what ``remainder`` is decomposed from);
+# NumPy's ``remainder`` is Python's ``%``, as torch's. ``exp2``, ``expm1``, ``log1p``, ``log2``
+# would otherwise be decomposed into ``exp``/``log`` and lose precision near 0.
+NUMPY_FUNCTIONS = {
+    "abs": "np.abs", "exp": "np.exp", "exp2": "np.exp2", "expm1": "np.expm1", "log": "np.log",
+    "log1p": "np.log1p", "log2": "np.log2", "sqrt": "np.sqrt", "sin": "np.sin", "cos": "np.cos",
+    "tan": "np.tan", "asin": "np.arcsin", "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh",
+    "cosh": "np.cosh", "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh",
+    "atanh": "np.arctanh", "floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "round": "np.round",
+    "sign": "np.sign", "signbit": "np.signbit", "isnan": "np.isnan", "isinf": "np.isinf",
+    "logical_not": "np.logical_not", "logical_and": "np.logical_and", "logical_or": "np.logical_or",
+    "logical_xor": "np.logical_xor", "maximum": "np.maximum", "minimum": "np.minimum", "where": "np.where",
+    "pow": "np.power", "floordiv": "np.floor_divide", "mod": "np.fmod", "fmod": "np.fmod",
+    "remainder": "np.remainder", "atan2": "np.arctan2", "hypot": "np.hypot", "copysign": "np.copysign",
+    "nextafter": "np.nextafter",
+}
 
-    @staticmethod
-    def fmod(a, b) -> str:
-        return f"np.fmod({a}, {b})"
 
-    @staticmethod
-    def remainder(a, b) -> str:
-        return f"np.remainder({a}, {b})"
+def numpy_call(function: str):
+    """The op that prints as ``function(operand, ...)``."""
+    return staticmethod(lambda *operands: f"{function}({', '.join(map(str, operands))})")
+
+
+def no_numpy_source(op: str):
+    """The op that stops compilation, naming itself: the chip has no NumPy source for it."""
+    def missing(*args, **kwargs):
+        raise NotImplementedError(f"toychip: Inductor lowered an op to ops.{op}, and the chip has no NumPy "
+                                  f"source for it (toychip.inductor_codegen.NumpyOverrides)")
+    return staticmethod(missing)
+
+
+for _op, _function in NUMPY_FUNCTIONS.items():
+    setattr(NumpyOverrides, _op, numpy_call(_function))
+for _op in dir(OpsHandler):  # what neither the chip nor Inductor's decompositions provide
+    if not _op.startswith("_") and getattr(NumpyOverrides, _op) is getattr(OpsHandler, _op):
+        setattr(NumpyOverrides, _op, no_numpy_source(_op))
+del _op, _function
 
 
 # Reductions: NumPy's function for each of Inductor's reduction types but Welford's.

@@ -11,6 +11,7 @@ through ``torch._C`` (cheap; ``import torch._dynamo`` is not): what Dynamo's own
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 
@@ -25,24 +26,40 @@ def _code_objects(code: types.CodeType):
             yield from _code_objects(const)
 
 
+def _members(value, module: types.ModuleType):
+    """A module's value as the functions it holds: a class of the module gives its methods
+    (a property its accessors); decorators are looked through (``__wrapped__``)."""
+    if isinstance(value, type) and value.__module__ == module.__name__:
+        for member in vars(value).values():
+            if isinstance(member, property):
+                yield from (member.fget, member.fset, member.fdel)
+            else:
+                yield getattr(member, "__func__", member)  # staticmethod, classmethod
+    else:
+        yield value
+
+
 def _functions(module: types.ModuleType):
-    """The functions a module defines: its own and its classes' methods."""
+    """The functions a module defines, its classes' methods included. Only code written in
+    the module (or generated for its classes, ``<string>``: dataclasses): a decorator's
+    wrapper (``contextlib.contextmanager``'s) is shared by every function it decorates."""
     for value in vars(module).values():
-        members = vars(value).values() if isinstance(value, type) and value.__module__ == module.__name__ else (value,)
-        for member in members:
-            member = getattr(member, "__func__", member)  # staticmethod, classmethod
-            if isinstance(member, types.FunctionType) and member.__module__ == module.__name__:
+        for member in _members(value, module):
+            member = inspect.unwrap(member) if isinstance(member, types.FunctionType) else member
+            if (isinstance(member, types.FunctionType) and member.__module__ == module.__name__
+                    and member.__code__.co_filename in (module.__file__, "<string>")):
                 yield member
 
 
 def skip_package(package: str) -> int:
-    """Mark every loaded module of ``package``; returns how many code objects were marked."""
+    """Mark every loaded module of ``package``; returns how many code objects were marked
+    (a function under two names counts once)."""
     strategy = eval_frame._FrameExecStrategy(eval_frame._FrameAction.SKIP, eval_frame._FrameAction.SKIP)
-    marked = 0
-    for name, module in list(sys.modules.items()):
-        if module is not None and (name == package or name.startswith(package + ".")):
-            for function in _functions(module):
-                for code in _code_objects(function.__code__):
-                    eval_frame.set_code_exec_strategy(code, strategy)
-                    marked += 1
-    return marked
+    codes = {code
+             for name, module in list(sys.modules.items())
+             if module is not None and (name == package or name.startswith(package + "."))
+             for function in _functions(module)
+             for code in _code_objects(function.__code__)}
+    for code in codes:
+        eval_frame.set_code_exec_strategy(code, strategy)
+    return len(codes)
