@@ -225,20 +225,14 @@ REDUCTIONS = {"sum": "np.sum", "prod": "np.prod", "max": "np.max", "min": "np.mi
               "argmax": "np.argmax", "argmin": "np.argmin"}
 
 
-def reduction_source(reduction_type: str, value: str, block_shape: tuple[str, ...], acc_type: str):
-    """NumPy source reducing ``value`` over the block's last axis, keeping that axis (one
-    column per row of the block). ``value`` may have any shape that broadcasts to
-    ``block_shape`` (a value that does not vary along the reduction still counts once per
-    column). ``welford_reduce`` gives three sources: mean, sum of squared deviations (m2)
-    and the count -- what ``var_mean`` and LayerNorm combine. ``acc_type``: the NumPy type
-    sums and products accumulate in."""
-    block = f"np.broadcast_to({value}, ({', '.join(block_shape)}))"
-    if reduction_type == "welford_reduce":
-        mean = f"np.mean({block}, axis=-1, keepdims=True)"
-        return (mean, f"np.sum(np.square({block} - {mean}), axis=-1, keepdims=True)",
-                f"np.full(({', '.join(block_shape[:-1])}, 1), {block_shape[-1]}, dtype={acc_type})")
+def reduction_source(reduction_type: str, block: str, acc_type: str) -> str:
+    """NumPy source reducing ``block`` (the value broadcast to the block's shape, so that a
+    value that does not vary along the reduction still counts once per column) over the
+    block's last axis, keeping that axis: one column per row of the block. ``acc_type``: the
+    NumPy type sums and products accumulate in."""
     if reduction_type not in REDUCTIONS:
-        raise NotImplementedError(f"toychip: reduction {reduction_type}")
+        raise NotImplementedError(f"toychip: Inductor asked for a {reduction_type} reduction, which the chip "
+                                  "has no NumPy source for")
     accumulate = f", dtype={acc_type}" if reduction_type in ("sum", "prod") else ""
     return f"{REDUCTIONS[reduction_type]}({block}, axis=-1, keepdims=True{accumulate})"
 
@@ -320,17 +314,24 @@ class NumpyKernel(SIMDKernel):
         cache_key = (src_dtype, reduction_type, value)
         if cache_key in self.cse.reduction_cache:
             return self.cse.reduction_cache[cache_key]
+        shape = ", ".join(self.block_shape())
         if reduction_type == "welford_combine":  # a split reduction's second kernel: a call
-            block = ", ".join(self.block_shape())
-            parts = ", ".join(f"np.broadcast_to({v}, ({block}))" for v in value)
+            parts = ", ".join(f"np.broadcast_to({v}, ({shape}))" for v in value)
             combined = self.cse.generate(self.compute, f"loops.welford_combine({parts})")
-            source = tuple(f"{combined}[{i}]" for i in range(3))
+            result = tuple(self.cse.generate(self.compute, f"{combined}[{i}]", dtype=dtype) for i in range(3))
+        elif reduction_type == "welford_reduce":  # mean, sum of squared deviations (m2), count
+            block = f"np.broadcast_to({value}, ({shape}))"
+            mean = self.cse.generate(self.compute, f"np.mean({block}, axis=-1, keepdims=True)", dtype=dtype)
+            m2 = self.cse.generate(self.compute, f"np.sum(np.square({block} - {mean}), axis=-1, keepdims=True)",
+                                   dtype=dtype)
+            rows, columns = self.block_shape()
+            count = self.cse.generate(self.compute, f"np.full(({rows}, 1), {columns}, dtype={np_type(dtype)})",
+                                      dtype=dtype)
+            result = (mean, m2, count)
         else:
-            source = reduction_source(reduction_type, str(value), self.block_shape(), np_type(dtype))
-        if isinstance(source, tuple):
-            result = tuple(self.cse.generate(self.compute, text, dtype=dtype) for text in source)
-        else:
-            result = self.cse.generate(self.compute, source, dtype=dtype)
+            block = f"np.broadcast_to({value}, ({shape}))"
+            result = self.cse.generate(self.compute, reduction_source(reduction_type, block, np_type(dtype)),
+                                       dtype=dtype)
         self.cse.reduction_cache[cache_key] = result
         return result
 
