@@ -44,6 +44,17 @@ def chip_islands(gm: fx.GraphModule) -> list:
     return [[node.name for node in partition.nodes] for partition in partitioner.propose_partitions()]
 
 
+def welford_combine(mean: np.ndarray, m2: np.ndarray, weight: np.ndarray) -> tuple:
+    """Chan et al.'s parallel combination of groups (mean, m2, weight) along the last axis:
+    the weighted mean of the means, and the groups' m2 plus each group's spread around the
+    combined mean, weight times squared distance (the m2 of its weight points at its mean).
+    A group of weight 0 counts for nothing; so does a row of them (mean 0)."""
+    total = np.sum(weight, axis=-1, keepdims=True)
+    combined = np.sum(weight * mean, axis=-1, keepdims=True) / np.maximum(total, 1)
+    spread = weight * np.square(mean - combined)
+    return combined, np.sum(m2 + spread, axis=-1, keepdims=True), total
+
+
 def porting_plan(profile: dict, k: int) -> list:
     """The k fallback ops whose kernels save the most simulated time. A kernel removes its
     fallback's copies and adds one launch per call plus the memory traffic of its tensors

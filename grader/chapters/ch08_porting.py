@@ -372,6 +372,100 @@ EXERCISES.append(Exercise(
 ))
 
 
+# --- 08.welford_combine -----------------------------------------------------------------
+
+class CombineResultError(Exception):
+    """The learner's welford_combine returned something a kernel cannot store (Chinese text)."""
+
+
+def _checked_combine(function):
+    """``function`` as the kernels call it, with its result checked: three arrays, one
+    column each (the block's rows, the reduced axis kept with length 1)."""
+    def combine(mean, m2, weight):
+        result = function(mean, m2, weight)
+        if not (isinstance(result, (tuple, list)) and len(result) == 3):
+            raise CombineResultError(f"welford_combine 应返回三个数组 (mean, m2, weight)，实际返回了 {short(result)}。")
+        rows = mean.shape[:-1] + (1,)
+        for name, part in zip(("mean", "m2", "weight"), result):
+            if np.shape(part) != rows:
+                raise CombineResultError(
+                    f"合并后的 {name} 形状是 {np.shape(part)}，应是 {rows}：每一行合并成一个数，"
+                    "沿最后一维归约并保留这一维（keepdims=True），内核才能按行写回。")
+        return result
+    return combine
+
+
+def _welford_artifact(function, built) -> dict:
+    try:
+        return models.split_reduction_step(built["program"], built["shape"], built["seed"], _checked_combine(function))
+    except CombineResultError as error:
+        return {"error": str(error)}
+
+
+WELFORD_LABELS = {"outputs": "输出", "grads": "梯度", "stats": "BatchNorm 的运行统计量"}
+# Per tensor, max|got - expected| / max|expected|: a right combination, however it sums
+# (a running fold in float32 over a 6667-element chunk included), stays below 1e-5; a
+# wrong one misses by 2e-4 or more on the public cases.
+WELFORD_TOLERANCE = 1e-4
+
+
+def _compare_welford(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    for key, label in WELFORD_LABELS.items():
+        if expected[key] and not (error := _relative_error(expected[key], got[key])) <= WELFORD_TOLERANCE:
+            return Verdict(False, f"拆分归约后的{label}与参考（它与 CPU 一致）不一致：相对误差超过 {WELFORD_TOLERANCE:g}。"
+                                  "想一想合并时每组该算多少份，以及各组均值彼此不同时，所有数离合并均值的平方和比各组 m2 之和多出什么。",
+                           f"≤ {WELFORD_TOLERANCE:g}", f"{error:.2e}")
+    if got["launches"] != expected["launches"]:
+        return Verdict(False, "内核启动次数与参考不同：同一个程序、同一份芯片数据手册，Inductor 应生成同样的内核。",
+                       short(expected["launches"]), short(got["launches"]))
+    return PASS
+
+
+SPLIT_DESCRIPTIONS = {"var_mean": "torch.var_mean(x, dim=1)，x 的形状 {shape}",
+                      "layer_norm": "LayerNorm 的前向与反向，输入形状 {shape}",
+                      "batch_norm": "训练模式 BatchNorm 的前向与反向（含运行统计量），输入形状 {shape}"}
+
+
+def _split_case(name: str, program: str, shape: tuple, seed: int, note: str = "") -> Case:
+    description = SPLIT_DESCRIPTIONS[program].format(shape=shape) + note
+    return Case(name, lambda: {"program": program, "shape": shape, "seed": seed}, description)
+
+
+def _random_split_case(name: str, rng: random.Random) -> Case:
+    """A program at a shape from a small grid (each shape compiles once per process), new data."""
+    program = rng.choice(sorted(models.SPLIT_PROGRAMS))
+    rows, length = rng.choice([2, 3, 5]), rng.choice([9001, 12000, 20000])
+    shape = (length, rows) if program == "batch_norm" else (rows, length)
+    return _split_case(name, program, shape, rng.randrange(10**6))
+
+
+EXERCISES.append(Exercise(
+    id="08.welford_combine", title="拆分的归约：合并 Welford 部分结果 (split reductions)",
+    stub=(
+        'def welford_combine(mean: np.ndarray, m2: np.ndarray, weight: np.ndarray) -> tuple:\n'
+        '    """沿最后一维合并各组的 (均值, m2, 权重)，返回三个数组 (mean, m2, weight)，每个都保留最后一维（长度 1）。"""'),
+    points=3,
+    public_cases=lambda: [
+        _split_case("var-mean-partial-chunk", "var_mean", (3, 20000), 0, "：每行分成几段，最后一段不满"),
+        _split_case("layer-norm", "layer_norm", (5, 12345), 1),
+        _split_case("batch-norm", "batch_norm", (9000, 3), 2),
+    ],
+    designed_cases=lambda: [
+        _split_case("var-mean-short-tail", "var_mean", (3, 8193), 3),
+        _split_case("var-mean-one-row", "var_mean", (1, 9000), 4),
+        _split_case("layer-norm-even-chunks", "layer_norm", (2, 9000), 5),
+        _split_case("batch-norm-five-features", "batch_norm", (8193, 5), 6),
+    ],
+    random_cases=lambda rng: [_random_split_case(f"hidden-{i}", rng) for i in range(2)],
+    produce=_welford_artifact, compare=_compare_welford,
+    hint="把每组想成 weight 个数，它们的均值是 mean，离均值的平方和是 m2。合并后的均值是所有数的均值；"
+         "合并后的 m2 是所有数离合并均值的平方和：每组的数离合并均值的平方和，可以拆成它们离本组均值的部分和本组均值离合并均值的部分。"
+         "权重为 0 的组（超出末尾的那一段）什么也不贡献。",
+))
+
+
 # --- 08.porting_plan ---------------------------------------------------------------------
 
 # A plan passes when its step takes at most this much longer than the reference plan's.

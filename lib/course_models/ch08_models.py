@@ -3,17 +3,18 @@ notebook and its exercises: allocation traces, graphs to partition, steps to pla
 and the capstone's conv net. Everything runs on the deterministic simulated clock."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import operator
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
 import tomllib
-import traceback
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import toychip
+from toychip import loops, spec as chip_spec
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -94,24 +96,117 @@ def torchgen_reads(path: Path) -> str:
     return f"接受：backend={parsed.backend_key}, cpp_namespace={parsed.cpp_namespace}, {len(ops)} 个算子"
 
 
-# --- Inductor, the default backend, on the chip (section 4.1) -------------------------------
+# --- Inductor, the default backend, on the chip (section 4.2) -------------------------------
 
-def inductor_failure(program, *inputs) -> str:
-    """Where ``torch.compile(program)`` (the default backend, Inductor) fails on ``inputs``:
-    the error's first line, and the line of torch that raised it."""
-    torch._dynamo.reset()
+def inductor_code(compiled, *inputs) -> str:
+    """What Inductor generated for ``compiled(*inputs)`` (a ``torch.compile``'d function,
+    run once here): each kernel's ``def`` and the wrapper's ``call``, without the module's
+    imports and benchmark harness."""
+    from torch._inductor.utils import run_and_get_code
+
+    _, sources = run_and_get_code(compiled, *inputs)
+    parts = []
+    for source in sources:
+        kernels = re.findall(r"^@loops\.kernel\(.*?(?=\n\n)", source, re.S | re.M)
+        call = re.search(r"^    def call\(self, args\):.*?(?=^runner = )", source, re.S | re.M)
+        parts += [*kernels, textwrap.dedent(call.group(0)) if call else ""]
+    return "\n".join(part.rstrip() + "\n" for part in parts if part)
+
+
+# --- split reductions on a chip with many compute units (section 4.3, 08.welford_combine) ----
+
+# The toy chip's data sheet with eight compute units: Inductor splits long reductions with few results.
+MANY_UNITS = dataclasses.replace(toychip.DEFAULT_SPEC, name="toychip-8cu", compute_units=8)
+
+
+def _var_mean(x):
+    return torch.var_mean(x, dim=1)
+
+
+def _layer_norm(x, weight, bias):
+    return F.layer_norm(x, x.shape[-1:], weight, bias)
+
+
+def _batch_norm(x, weight, bias, running_mean, running_var):
+    return F.batch_norm(x, running_mean, running_var, weight, bias, training=True, momentum=0.1)
+
+
+# name -> (function, whether a training step runs it backward too)
+SPLIT_PROGRAMS = {"var_mean": (_var_mean, False), "layer_norm": (_layer_norm, True), "batch_norm": (_batch_norm, True)}
+
+
+def _split_inputs(program: str, shape: tuple, seed: int) -> list:
+    """The program's seeded inputs: the data, whose mean drifts along the reduced dimension
+    (so that chunks of it differ and a wrong combination of them shows), and for the norms
+    their affine parameters and running statistics."""
+    generator = torch.Generator().manual_seed(seed)
+    reduced = 0 if program == "batch_norm" else 1  # the dimension the statistics reduce
+    ramp = torch.linspace(0, 8, shape[reduced]).reshape([-1 if d == reduced else 1 for d in range(len(shape))])
+    x = torch.randn(shape, generator=generator) * 3 + 5 + ramp
+    if program == "var_mean":
+        return [x]
+    features = shape[-1] if program == "layer_norm" else shape[1]
+    inputs = [x, torch.rand(features, generator=generator) + 0.5, torch.randn(features, generator=generator)]
+    if program == "batch_norm":
+        inputs += [torch.zeros(features), torch.ones(features)]
+    return inputs
+
+
+def _run_program(program: str, shape: tuple, seed: int, device: str, function) -> dict:
+    """``function`` (the program, compiled or not) on the program's inputs on ``device``: the
+    outputs, for the training programs the gradients of the inputs that require them (from
+    a seeded output gradient), and the running statistics the batch norm updated."""
+    trains = SPLIT_PROGRAMS[program][1]
+    inputs = [t.to(device) for t in _split_inputs(program, shape, seed)]
+    leaves = inputs[:3] if trains else []
+    for t in leaves:
+        t.requires_grad_()
+    outputs = function(*inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    if trains:
+        grad = torch.randn(outputs[0].shape, generator=torch.Generator().manual_seed(seed + 1))
+        outputs[0].backward(grad.to(device))
+    return {"outputs": [o.detach().cpu() for o in outputs], "grads": [t.grad.cpu() for t in leaves],
+            "stats": [t.cpu() for t in inputs[3:]]}
+
+
+def split_reduction_step(program: str, shape: tuple, seed: int = 0, combine=None) -> dict:
+    """``SPLIT_PROGRAMS[program]`` compiled by the default ``torch.compile`` (Inductor) for the
+    chip with :data:`MANY_UNITS`, its split reductions combined by ``combine(mean, m2, weight)``
+    (``toychip.loops.use_welford_combine``; None: the chip's own, which has none). A first
+    call compiles; the second is counted: its outputs, gradients, statistics and launches."""
+    with _many_units(), loops.use_welford_combine(combine or loops.welford_combine):
+        compiled = _compiled_for_many_units(program)
+        _run_program(program, shape, seed, "toychip", compiled)
+        with toychip.profile() as p:
+            result = _run_program(program, shape, seed, "toychip", compiled)
+    return {**result, "launches": p.launches}
+
+
+def split_reduction_on_cpu(program: str, shape: tuple, seed: int = 0) -> dict:
+    """What :func:`split_reduction_step` computes, eager on the CPU."""
+    return _run_program(program, shape, seed, "cpu", SPLIT_PROGRAMS[program][0])
+
+
+@contextlib.contextmanager
+def _many_units():
+    """The chip with :data:`MANY_UNITS` plugged in, for compiling and running; Dynamo keeps a
+    graph per input shape (static shapes). Inductor's graph cache tells the specs apart: the
+    chip keys it on its compute units (``toychip.inductor.CodegenVersion``)."""
+    previous = chip_spec.set_spec(MANY_UNITS)
     try:
-        torch.compile(program)(*inputs)
-        return "编译并运行成功"
-    except Exception as error:
-        root = error
-        while root.__cause__ is not None:
-            root = root.__cause__
-        frame = traceback.extract_tb(root.__traceback__)[-1]
-        return (f"{type(error).__name__}: {str(error).strip().splitlines()[0]}\n"
-                f"    出自 {Path(frame.filename).name} 的 {frame.name}()：{frame.line}")
+        with torch._dynamo.config.patch(recompile_limit=64, automatic_dynamic_shapes=False):
+            yield
     finally:
-        torch._dynamo.reset()
+        chip_spec.set_spec(previous)
+
+
+@functools.cache
+def _compiled_for_many_units(program: str):
+    """``torch.compile`` of the program, run only under :func:`_many_units`: each input shape
+    compiles once per process, and since kernels look the combine function up when they run,
+    one compilation serves every learner's."""
+    return torch.compile(SPLIT_PROGRAMS[program][0], dynamic=False)
 
 
 # --- allocation traces (08.allocator_policy) ------------------------------------------------

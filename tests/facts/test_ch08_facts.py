@@ -353,34 +353,45 @@ def test_the_default_compile_backend_is_inductor():
     assert get_default_backend() == "inductor"
 
 
-@backs("notebooks/08_porting.ipynb", "先查的是设备操作覆盖，字典里没有 `'toychip'`")
-def test_inductor_wrapper_codegen_asks_for_device_op_overrides_first():
-    from torch._inductor.codegen.common import get_device_op_overrides
-    from torch._inductor.graph import GraphLowering
-
-    source = source_of(GraphLowering.init_wrapper_code)
-    assert source.index("get_device_op_overrides(") < source.index("get_wrapper_codegen_for_device(")
-    with pytest.raises(KeyError, match="toychip"):
-        get_device_op_overrides("toychip")
-
-
-@backs("notebooks/08_porting.ipynb", "在 `assert scheduling_ctor` 处失败")
-def test_lowering_a_scan_asks_the_devices_scheduling_for_its_features():
-    from torch._inductor import ir
-    from torch._inductor.codegen.common import get_backend_features, get_scheduling_for_device
-
-    assert "V.graph.has_feature(device, BackendFeature.SCAN)" in source_of(ir.Scan.create)
-    assert "assert scheduling_ctor" in source_of(get_backend_features)
-    assert get_scheduling_for_device("toychip") is None
-
-
-@backs("notebooks/08_porting.ipynb", "API 都在 `torch._inductor.codegen.common`")
-def test_inductor_device_registration_apis():
+@backs("notebooks/08_porting.ipynb", "`torch.utils.backend_registration._get_custom_mod_func` 按名字 `Scheduling`、`PythonWrapperCodegen`、`CppWrapperCodegen` 到 `torch.toychip` 上取")
+def test_inductor_asks_a_privateuse1_device_module_for_its_codegen_classes():
     from torch._inductor.codegen import common
 
-    assert list(inspect.signature(common.register_device_op_overrides).parameters) == ["device", "device_op_overrides"]
-    assert list(inspect.signature(common.register_backend_for_device).parameters)[:3] == [
-        "device", "device_scheduling", "device_wrapper_codegen"]
+    source = source_of(common.init_backend_registration)
+    assert "_get_custom_mod_func" in source
+    assert all(f'"{name}"' in source for name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen"))
+
+
+@backs("notebooks/08_porting.ipynb", "把一个 `DeviceCodegen` 放进 `device_codegens`")
+def test_inductor_device_registration_tables():
+    from torch._inductor.codegen import common
+
+    assert list(inspect.signature(common.register_backend_for_device).parameters)[:4] == [
+        "device", "device_scheduling", "device_wrapper_codegen", "device_cpp_wrapper_codegen"]
+    assert "device_codegens[device] = DeviceCodegen(" in source_of(common.register_backend_for_device)
+    assert "device_op_overrides_dict[device] = device_op_overrides" in source_of(common.register_device_op_overrides)
+
+
+@backs("notebooks/08_porting.ipynb", "是 Inductor 的 SIMD 调度器（`SIMDScheduling`，Triton 的调度器也是它的子类）")
+def test_tritons_scheduling_is_a_simd_scheduling():
+    from torch._inductor.codegen.simd import SIMDScheduling
+    from torch._inductor.codegen.triton import TritonScheduling
+
+    assert issubclass(TritonScheduling, SIMDScheduling)
+
+
+@backs("notebooks/08_porting.ipynb", "Inductor 默认把它降低成外部调用")
+def test_inductor_lowers_mm_to_an_extern_call_unless_autotuning():
+    from torch._inductor import config
+
+    assert config.max_autotune is False and config.max_autotune_gemm is False
+
+
+@backs("notebooks/08_porting.ipynb", "Inductor 从设备属性里读 SM 的个数（`multi_processor_count`）")
+def test_inductor_reads_the_sm_count_from_device_properties():
+    from torch._inductor.runtime.hints import DeviceProperties
+
+    assert "multi_processor_count" in source_of(DeviceProperties.create)
 
 
 # Section 5.1: what a fallback costs, for the porting plan

@@ -476,6 +476,70 @@ def autoload_imports_at_module_level(name):
                     module="import toychip  # loaded with the package\n\n\ndef _autoload():\n    pass\n")
 
 
+# --- 08.welford_combine ------------------------------------------------------------------
+
+def _total(weight):
+    return np.sum(weight, axis=-1, keepdims=True)
+
+
+def _weighted_mean(mean, weight):
+    return np.sum(weight * mean, axis=-1, keepdims=True) / np.maximum(_total(weight), 1)
+
+
+def combine_unweighted_means(mean, m2, weight):
+    mu = np.mean(mean, axis=-1, keepdims=True)
+    return mu, np.sum(m2 + weight * np.square(mean - mu), axis=-1, keepdims=True), _total(weight)
+
+
+def combine_m2_without_spread(mean, m2, weight):
+    return _weighted_mean(mean, weight), np.sum(m2, axis=-1, keepdims=True), _total(weight)
+
+
+def combine_returns_variance(mean, m2, weight):
+    mu, n = _weighted_mean(mean, weight), _total(weight)
+    return mu, np.sum(m2 + weight * np.square(mean - mu), axis=-1, keepdims=True) / np.maximum(n, 1), n
+
+
+def combine_spread_around_unweighted_mean(mean, m2, weight):
+    spread = weight * np.square(mean - np.mean(mean, axis=-1, keepdims=True))
+    return _weighted_mean(mean, weight), np.sum(m2 + spread, axis=-1, keepdims=True), _total(weight)
+
+
+def combine_weight_counts_groups(mean, m2, weight):
+    mu = _weighted_mean(mean, weight)
+    groups = np.full(mu.shape, mean.shape[-1], dtype=mean.dtype)
+    return mu, np.sum(m2 + weight * np.square(mean - mu), axis=-1, keepdims=True), groups
+
+
+def combine_without_keepdims(mean, m2, weight):
+    n = np.sum(weight, axis=-1)
+    mu = np.sum(weight * mean, axis=-1) / np.maximum(n, 1)
+    return mu, np.sum(m2 + weight * np.square(mean - mu[..., None]), axis=-1), n
+
+
+def combine_by_pairwise_fold(mean, m2, weight):
+    """Chan's update applied group by group, left to right (a running combination)."""
+    mu, acc, n = mean[..., :1], m2[..., :1], weight[..., :1]
+    for i in range(1, mean.shape[-1]):
+        b_mean, b_m2, b_n = mean[..., i:i + 1], m2[..., i:i + 1], weight[..., i:i + 1]
+        total = n + b_n
+        delta = b_mean - mu
+        share = np.divide(b_n, total, out=np.zeros_like(total), where=total > 0)
+        mu = mu + delta * share
+        acc = acc + b_m2 + np.square(delta) * n * share
+        n = total
+    return mu, acc, n
+
+
+def combine_with_np_average(mean, m2, weight):
+    """np.average for the mean (float64 sums), the spread as the m2 of each group's points."""
+    mean64, weight64 = mean.astype(np.float64), weight.astype(np.float64)
+    total = weight64.sum(axis=-1, keepdims=True)
+    mu = np.average(mean64, axis=-1, weights=np.where(total > 0, weight64, 1), keepdims=True)
+    m2_total = m2.sum(axis=-1, keepdims=True) + (weight64 * (mean64 - mu) ** 2).sum(axis=-1, keepdims=True)
+    return mu, m2_total, total
+
+
 # --- 08.port_model ------------------------------------------------------------------------
 
 def _register(kernels):
@@ -957,4 +1021,24 @@ WRONG_ANSWERS += [
 RIGHT_ANSWERS += [
     ("08.capstone", capstone_as_a_class,
      "a backend object, islands in graph order, an ExitStack, chapter 08's pieces written differently"),
+]
+
+WRONG_ANSWERS += [
+    ("08.welford_combine", combine_unweighted_means,
+     "the partial means are averaged as they are: every group counts the same"),
+    ("08.welford_combine", combine_m2_without_spread,
+     "squared deviations add up across groups, so the m2s are summed (each group's around its own mean)"),
+    ("08.welford_combine", combine_returns_variance,
+     "m2 is the variance, so the combined one is divided by the count"),
+    ("08.welford_combine", combine_spread_around_unweighted_mean,
+     "the between-group term measures each mean's distance from the plain average of the means"),
+    ("08.welford_combine", combine_weight_counts_groups,
+     "the combined weight is how many groups were combined"),
+    ("08.welford_combine", combine_without_keepdims,
+     "a reduction returns one number per row, so the reduced axis is dropped"),
+]
+
+RIGHT_ANSWERS += [
+    ("08.welford_combine", combine_by_pairwise_fold, "Chan's pairwise update folded over the groups"),
+    ("08.welford_combine", combine_with_np_average, "np.average in float64, the spread summed separately"),
 ]
