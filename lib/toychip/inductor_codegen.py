@@ -1,16 +1,16 @@
 """Inductor's fused loops as NumPy: the chip's code generator for ``torch.compile(model)``.
 
 Inductor lowers a graph to loop nests over flat buffers and its scheduler fuses them; each
-device then supplies a *kernel* class that prints one fused group in its language. CUDA's
-is ``TritonKernel`` (``torch/_inductor/codegen/triton.py``), the CPU's ``CppKernel``; both
-derive from ``SIMDKernel`` (Triton) or ``Kernel``. The chip's :class:`NumpyKernel` derives
-from ``SIMDKernel`` too and prints NumPy where Triton prints ``tl.``: one *block* covers the
+device then supplies a *kernel* class that prints one fused group in its language: CUDA's
+``TritonKernel`` (``torch/_inductor/codegen/triton.py``) derives from ``SIMDKernel``, the
+CPU's ``CppKernel`` from ``Kernel``. The chip's :class:`NumpyKernel` derives from
+``SIMDKernel`` too and prints NumPy where Triton prints ``tl.``: one *block* covers the
 whole iteration space, so there are no program ids, masks or loops, only index arrays::
 
     xindex = np.arange(xnumel)[:, None]      # the pointwise range, one row each
     r0_index = np.arange(r0_numel)[None, :]  # the reduction range, one column each
     tmp0 = in_ptr0[x0 + 64*r0_1]              # a load: NumPy fancy indexing
-    tmp1 = np.sum(np.broadcast_to(tmp0, (xnumel, r0_numel)), axis=1, keepdims=True)
+    tmp1 = np.sum(np.broadcast_to(tmp0, (xnumel, r0_numel)), axis=-1, keepdims=True)
     out_ptr0[x0] = tmp1                       # a store
 
 * :class:`NumpyOverrides` -- one pointwise op (``ops.exp``, ``ops.where``, ...) as a NumPy
@@ -30,7 +30,6 @@ from typing import Callable
 
 import sympy
 import torch
-from torch._inductor import ir
 from torch._inductor.codegen.common import BackendFeature, CSEVariable, DeferredLine, IndentedBuffer, OpOverrides
 from torch._inductor.codegen.simd import IterationRangesEntry, IterationRangesRoot, SIMDKernel, SIMDScheduling
 from torch._inductor.ops_handler import OpsHandler
@@ -157,7 +156,7 @@ class NumpyOverrides(OpOverrides):
         return f"loops.randint64({seed}, {offset}, {low}, {high})"
 
     @staticmethod
-    def masked(mask, body: Callable, other) -> str:
+    def masked(mask, body: Callable, other) -> CSEVariable:
         """``body()`` where ``mask`` holds, else ``other``; loads inside read only where it holds."""
         kernel = V.kernel
         with kernel.mask_loads(mask, other) as new_mask:
@@ -293,9 +292,7 @@ class NumpyKernel(SIMDKernel):
         self.compute.writeline(DeferredLine(name, self.store_line(var, name, index, value, mode)))
 
     def store_reduction(self, name: str, index: sympy.Expr, value: CSEVariable) -> None:
-        var = self.args.output(name)
-        index = self.prepare_indexing(index)
-        self.compute.writeline(DeferredLine(name, self.store_line(var, name, index, value, None)))
+        self.store(name, index, value)  # one block: the reduced value is there to store at once
 
     def store_line(self, var: str, name: str, index: sympy.Expr, value, mode) -> str:
         dtype = V.graph.get_dtype(name)
