@@ -24,19 +24,17 @@ import numpy as np
 import torch
 
 from . import ledger
-from .memory import buffer_of, check_dtype
-from .dtypes import BUFFER_DTYPE
 from .kernels import KERNELS
+from .memory import buffer_of, check_dtype, retyped
 
 
 def flat(t: torch.Tensor) -> np.ndarray:
     """``t``'s storage from ``t``'s first element to the storage's end, as 1-D NumPy in
     ``t``'s buffer dtype: index ``i`` is the element ``i`` places after ``t.data_ptr()``."""
-    np_dtype = BUFFER_DTYPE[t.dtype] if t.dtype in BUFFER_DTYPE else check_dtype(t.dtype)
+    np_dtype = check_dtype(t.dtype)
     buf = buffer_of(t.untyped_storage())
     if buf.dtype != np_dtype:  # another dtype's tensor over these bytes
-        raw = buf.view(np.uint8)
-        buf = raw[:raw.size - raw.size % np_dtype.itemsize].view(np_dtype)
+        buf = retyped(buf.view(np.uint8), np_dtype)
     return buf[t.storage_offset():]
 
 

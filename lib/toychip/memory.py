@@ -296,7 +296,7 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     except AttributeError:
         return _as_numpy_slow(t)
     if buf.dtype is not BUFFER_DTYPE[t.dtype]:  # another dtype's tensor over these bytes
-        buf = _retyped(storage._raw, BUFFER_DTYPE[t.dtype])
+        buf = retyped(storage._raw, BUFFER_DTYPE[t.dtype])
     if t.is_contiguous():
         off = t.storage_offset()
         return buf[off:off + t.numel()].reshape(t.shape)
@@ -308,7 +308,7 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     return _np_as_strided(buf[offset:], t.shape, [s * size for s in t.stride()])
 
 
-def _retyped(raw: np.ndarray, np_dtype: np.dtype) -> np.ndarray:
+def retyped(raw: np.ndarray, np_dtype: np.dtype) -> np.ndarray:
     """A storage's bytes as whole elements of ``np_dtype``."""
     return raw[:raw.size - raw.size % np_dtype.itemsize].view(np_dtype)
 
