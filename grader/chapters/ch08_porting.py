@@ -417,9 +417,6 @@ def _compare_welford(expected, got) -> Verdict:
             return Verdict(False, f"拆分归约后的{label}与参考（它与 CPU 一致）不一致：相对误差超过 {WELFORD_TOLERANCE:g}。"
                                   "想一想合并时每组该算多少份，以及各组均值彼此不同时，所有数离合并均值的平方和比各组 m2 之和多出什么。",
                            f"≤ {WELFORD_TOLERANCE:g}", f"{error:.2e}")
-    if got["launches"] != expected["launches"]:
-        return Verdict(False, "内核启动次数与参考不同：同一个程序、同一份芯片数据手册，Inductor 应生成同样的内核。",
-                       short(expected["launches"]), short(got["launches"]))
     return PASS
 
 

@@ -223,11 +223,11 @@ def empty_cache() -> None:
     _allocator().empty_cache()
 
 
-# Inductor asks a PrivateUse1 device module for its code generators the first time it
-# compiles for the device (torch._inductor.codegen.common.init_backend_registration).
+# The first time Inductor compiles in a process (for any device), it asks a PrivateUse1 device
+# module for its code generators (torch._inductor.codegen.common.init_backend_registration).
 # The package's front door installs the loader (toychip.inductor.register), so that this
 # module and `import toychip` stay free of Inductor.
-INDUCTOR_CLASSES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")
+INDUCTOR_CLASSES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 _inductor_classes = None
 
 

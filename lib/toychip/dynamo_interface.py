@@ -12,11 +12,11 @@ as :func:`register` does here.
 device module's functions (``toychip.device``), the streams and events of
 :mod:`toychip.streams`, device memory, and the :class:`~toychip.spec.ChipSpec` as the
 device properties. As on the CPU, the compute capability is empty and there is no Triton.
-One limit shows through: stream code inside a compiled region graph-breaks. Dynamo's
-reason is "file is under skip directory": :func:`register` puts the whole package in
-Dynamo's skip directories (``trace_rules.add``), streams included. Dynamo models only
-``torch.Stream`` / ``torch.Event`` instances as streams and events, and toychip's are
-Python classes (:mod:`toychip.streams` says why).
+One limit shows through: calling the chip's stream functions (``torch.toychip.current_stream``)
+inside a compiled region graph-breaks. Dynamo's reason is "file is under skip directory":
+:func:`register` puts the whole package in Dynamo's skip directories (``trace_rules.add``),
+streams included. The streams themselves are ``torch.Stream`` subclasses, which Dynamo
+models: ``torch.accelerator.current_stream()`` in the same region stays in the graph.
 
 Registered when a compiler first needs it -- the course's backend (:mod:`toychip.compiler`)
 or Inductor (:mod:`toychip.inductor`): importing Dynamo takes seconds, which ``import

@@ -5,17 +5,20 @@ Inductor keeps, per device type, a *scheduling* class (prints the fused kernels)
 ``call(args)``), plus *device op overrides* (the wrapper's lines for "set device", "get the
 raw stream"). ``register_backend_for_device`` and ``register_device_op_overrides``
 (``torch/_inductor/codegen/common.py``) fill those tables. OpenReg registers its device with
-``CppScheduling`` (``torch_openreg/openreg/_inductor``... ``inductor_backend.py``);
-torch_npu and torch_mlu register Triton scheduling subclasses. The chip registers
+``CppScheduling`` (``torch_openreg/torch_openreg/inductor_backend.py`` in pytorch/pytorch's
+``test/cpp_extensions/open_registration_extension``); torch_npu registers Triton scheduling
+subclasses (``torch_npu/_inductor/__init__.py``). The chip registers
 
 * :class:`~toychip.inductor_codegen.NumpyScheduling` -- NumPy kernels for fused loops;
 * :class:`ToychipWrapperCodegen` -- Python's wrapper, calling those kernels as functions;
 * :class:`ToychipDeviceOpOverrides` -- the chip's device module in the wrapper's lines;
 
-and its Dynamo device interface (:mod:`toychip.dynamo_interface`). When Inductor first
-compiles for a PrivateUse1 device it asks the device module for ``Scheduling`` and the
-wrapper classes (``init_backend_registration``); ``torch.toychip`` answers with
-:func:`register` (:func:`toychip.device.__getattr__`), so ``import toychip`` does not import Inductor.
+and its Dynamo device interface (:mod:`toychip.dynamo_interface`). The first time Inductor
+compiles in a process (for any device, ``init_backend_registration``), it asks a PrivateUse1
+device module for ``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen`` and
+``WrapperFxCodegen`` and registers them -- if one is missing, it registers nothing, silently.
+``torch.toychip`` answers from :data:`DEVICE_MODULE_CLASSES`, after :func:`register` on the
+first question (:func:`toychip.device.__getattr__`), so ``import toychip`` does not import Inductor.
 """
 from __future__ import annotations
 
@@ -88,15 +91,22 @@ class ToychipWrapperCodegen(PythonWrapperCodegen):
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
 
-class NoCppWrapperCodegen:
-    """No C++ wrapper (``cpp_wrapper``, AOTInductor): the chip's kernels are Python."""
-
-    supports_caching = False  # asked before create(): whether to look in the cache of compiled graphs
-
-    @staticmethod
+def refused_wrapper(name: str, why: str) -> type:
+    """A wrapper codegen class Inductor may be asked for (a compile option) that the chip
+    cannot be: creating it raises ``why``."""
     def create(*args, **kwargs):
-        raise NotImplementedError("toychip: Inductor's cpp_wrapper and AOTInductor need C++ kernels; "
-                                  "the chip's are NumPy (compile without cpp_wrapper)")
+        raise NotImplementedError(f"toychip: {why}")
+
+    # supports_caching is asked before create(): whether to look in the cache of compiled graphs.
+    return type(name, (), {"__doc__": why, "supports_caching": False, "create": staticmethod(create)})
+
+
+NoCppWrapperCodegen = refused_wrapper(
+    "NoCppWrapperCodegen", "Inductor's cpp_wrapper and AOTInductor need C++ kernels; the chip's are NumPy "
+    "(compile without cpp_wrapper)")
+NoFxWrapperCodegen = refused_wrapper(
+    "NoFxWrapperCodegen", "Inductor's FX wrapper (fx_wrapper) converts Triton kernels only; the chip's are NumPy "
+    "(compile without fx_wrapper)")
 
 
 class CodegenVersion(CustomGraphModulePass):
@@ -114,14 +124,14 @@ class CodegenVersion(CustomGraphModulePass):
 
 # What Inductor asks the device module for (init_backend_registration), by name.
 DEVICE_MODULE_CLASSES = {"Scheduling": NumpyScheduling, "PythonWrapperCodegen": ToychipWrapperCodegen,
-                         "CppWrapperCodegen": NoCppWrapperCodegen}
+                         "CppWrapperCodegen": NoCppWrapperCodegen, "WrapperFxCodegen": NoFxWrapperCodegen}
 
 
 def register() -> dict:
     """Fill Inductor's tables for the chip and give Dynamo its device interface; the classes
     by the names the device module serves them under."""
     register_backend_for_device(NAME, NumpyScheduling, ToychipWrapperCodegen, NoCppWrapperCodegen,
-                                device_custom_pass=CodegenVersion())
+                                NoFxWrapperCodegen, device_custom_pass=CodegenVersion())
     register_device_op_overrides(NAME, ToychipDeviceOpOverrides())
     dynamo_interface.register()
     on_spec_change(DeviceProperties.create.cache_clear)  # it caches compute_units as the SM count

@@ -353,13 +353,25 @@ def test_the_default_compile_backend_is_inductor():
     assert get_default_backend() == "inductor"
 
 
-@backs("notebooks/08_porting.ipynb", "`torch.utils.backend_registration._get_custom_mod_func` 按名字 `Scheduling`、`PythonWrapperCodegen`、`CppWrapperCodegen` 到 `torch.toychip` 上取")
+@backs("notebooks/08_porting.ipynb", "`torch.utils.backend_registration._get_custom_mod_func` 按名字 `Scheduling`、`PythonWrapperCodegen`、`CppWrapperCodegen`、`WrapperFxCodegen` 到 `torch.toychip` 上取这四个类")
 def test_inductor_asks_a_privateuse1_device_module_for_its_codegen_classes():
     from torch._inductor.codegen import common
 
     source = source_of(common.init_backend_registration)
-    assert "_get_custom_mod_func" in source
-    assert all(f'"{name}"' in source for name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen"))
+    assert "_get_custom_mod_func" in source and "init_backend_registration" in source_of(common.get_backend_features)
+    names = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+    assert [name for name in names if f'_get_custom_mod_func("{name}")' in source] == list(names)
+
+
+@backs("notebooks/08_porting.ipynb", "缺一个，`_get_custom_mod_func` 就抛 `RuntimeError`，Inductor 把它吞掉：设备没有登记，也不报错")
+def test_a_device_module_missing_one_codegen_class_is_not_registered_silently():
+    from torch._inductor.codegen import common
+    from torch.utils import backend_registration
+
+    assert "raise RuntimeError(message)" in source_of(backend_registration._get_custom_mod_func)
+    source = source_of(common.init_backend_registration)
+    registration = source[source.index('_get_custom_mod_func("Scheduling")'):]
+    assert "except RuntimeError:\n            pass" in registration
 
 
 @backs("notebooks/08_porting.ipynb", "把一个 `DeviceCodegen` 放进 `device_codegens`")
@@ -372,7 +384,7 @@ def test_inductor_device_registration_tables():
     assert "device_op_overrides_dict[device] = device_op_overrides" in source_of(common.register_device_op_overrides)
 
 
-@backs("notebooks/08_porting.ipynb", "是 Inductor 的 SIMD 调度器（`SIMDScheduling`，Triton 的调度器也是它的子类）")
+@backs("notebooks/08_porting.ipynb", "是 Inductor 的 SIMD 调度类（`SIMDScheduling`，Triton 的调度类也是它的子类）")
 def test_tritons_scheduling_is_a_simd_scheduling():
     from torch._inductor.codegen.simd import SIMDScheduling
     from torch._inductor.codegen.triton import TritonScheduling

@@ -3,6 +3,7 @@
 Each function runs compiled on "toychip" and eagerly on the CPU. Shapes are tiny; every
 lambda is its own code object, so Dynamo compiles each once without a reset.
 """
+import inspect
 import re
 import subprocess
 import sys
@@ -68,8 +69,18 @@ def test_default_compile_registers_the_chips_classes():
     assert isinstance(get_device_op_overrides(CHIP), ToychipDeviceOpOverrides)
 
 
-def test_cpp_wrapper_compile_refuses_clearly():
-    with torch._inductor.config.patch(cpp_wrapper=True), pytest.raises(Exception, match="cpp_wrapper"):
+def test_the_device_module_answers_every_class_inductor_asks_it_for():
+    from torch._inductor.codegen.common import init_backend_registration
+    from torch.utils.backend_registration import _get_custom_mod_func
+
+    asked = re.findall(r'_get_custom_mod_func\("(\w+)"\)', inspect.getsource(init_backend_registration))
+    assert len(asked) == 4   # Inductor registers a PrivateUse1 device only if the module has all of them
+    assert all(isinstance(_get_custom_mod_func(name), type) for name in asked)
+
+
+@pytest.mark.parametrize("option", ["cpp_wrapper", "fx_wrapper"])
+def test_a_wrapper_the_chip_cannot_be_refuses_clearly(option):
+    with torch._inductor.config.patch({option: True}), pytest.raises(Exception, match=option):
         torch.compile(lambda x: x * 3)(torch.ones(2, device=CHIP))
 
 
