@@ -24,6 +24,8 @@ toychip`` does not pay.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch._dynamo import trace_rules
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
@@ -96,11 +98,13 @@ class ToychipInterface(DeviceInterface):
         return ""
 
 
+@functools.cache
 def register() -> None:
     """Make ``get_interface_for_device("toychip")`` (and ``"toychip:N"``) return the chip's,
     and put the package among Dynamo's skipped files: a compiled function that calls the
     chip's Python API (``toychip.profile()``, its streams) graph-breaks there rather than
-    inlining it (:mod:`toychip.untraced` keeps the dispatcher's calls into kernels out)."""
+    inlining it (:mod:`toychip.untraced` keeps the dispatcher's calls into kernels out).
+    Once per process: both compilers call it, and each ``trace_rules.add`` appends a directory."""
     trace_rules.add("toychip")
     register_interface_for_device(NAME, ToychipInterface)
     for index in range(chip_device.device_count()):

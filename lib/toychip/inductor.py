@@ -22,6 +22,7 @@ first question (:func:`toychip.device.__getattr__`), so ``import toychip`` does 
 """
 from __future__ import annotations
 
+import functools
 from textwrap import dedent
 
 import sympy
@@ -127,9 +128,10 @@ DEVICE_MODULE_CLASSES = {"Scheduling": NumpyScheduling, "PythonWrapperCodegen": 
                          "CppWrapperCodegen": NoCppWrapperCodegen, "WrapperFxCodegen": NoFxWrapperCodegen}
 
 
+@functools.cache
 def register() -> dict:
-    """Fill Inductor's tables for the chip and give Dynamo its device interface; the classes
-    by the names the device module serves them under."""
+    """Fill Inductor's tables for the chip and give Dynamo its device interface, once; the
+    classes by the names the device module serves them under (asked once per name)."""
     register_backend_for_device(NAME, NumpyScheduling, ToychipWrapperCodegen, NoCppWrapperCodegen,
                                 NoFxWrapperCodegen, device_custom_pass=CodegenVersion())
     register_device_op_overrides(NAME, ToychipDeviceOpOverrides())

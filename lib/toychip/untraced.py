@@ -45,7 +45,7 @@ def _functions(module: types.ModuleType):
     wrapper (``contextlib.contextmanager``'s) is shared by every function it decorates."""
     for value in vars(module).values():
         for member in _members(value, module):
-            member = inspect.unwrap(member) if isinstance(member, types.FunctionType) else member
+            member = inspect.unwrap(member) if hasattr(member, "__wrapped__") else member  # functools.cache too
             if (isinstance(member, types.FunctionType) and member.__module__ == module.__name__
                     and member.__code__.co_filename in (module.__file__, "<string>")):
                 yield member
