@@ -175,7 +175,7 @@ def split_reduction_step(program: str, shape: tuple, seed: int = 0, combine=None
     chip with :data:`MANY_UNITS`, its split reductions combined by ``combine(mean, m2, weight)``
     (``toychip.loops.use_welford_combine``; None: the chip's own, which has none). A first
     call compiles; the second is counted: its outputs, gradients, statistics and launches."""
-    with _many_units(), loops.use_welford_combine(combine or loops.welford_combine):
+    with many_units(), loops.use_welford_combine(combine or loops.welford_combine):
         compiled = _compiled_for_many_units(program)
         _run_program(program, shape, seed, "toychip", compiled)
         with toychip.profile() as p:
@@ -189,7 +189,7 @@ def split_reduction_on_cpu(program: str, shape: tuple, seed: int = 0) -> dict:
 
 
 @contextlib.contextmanager
-def _many_units():
+def many_units():
     """The chip with :data:`MANY_UNITS` plugged in, for compiling and running; Dynamo keeps a
     graph per input shape (static shapes). Inductor's graph cache tells the specs apart: the
     chip keys it on its compute units (``toychip.inductor.CodegenVersion``)."""
@@ -203,7 +203,7 @@ def _many_units():
 
 @functools.cache
 def _compiled_for_many_units(program: str):
-    """``torch.compile`` of the program, run only under :func:`_many_units`: each input shape
+    """``torch.compile`` of the program, run only under :func:`many_units`: each input shape
     compiles once per process, and since kernels look the combine function up when they run,
     one compilation serves every learner's."""
     return torch.compile(SPLIT_PROGRAMS[program][0], dynamic=False)
