@@ -179,7 +179,7 @@ def _explain(message: str, library: list[str]) -> str:
     if match := re.search(r"backend must be PrivateUse1, got (.*)", message):
         return f"backend 应是调度键 PrivateUse1，而不是 {match[1]}（设备名 toychip 是 PrivateUse1 改名后的名字）。"
     if "unknown keys" in message:
-        return "YAML 里有不认识的键：只能用 backend、cpp_namespace、supported、autograd。"
+        return "YAML 里有不认识的键：只能用 torchgen 认识的键（这道题只需要 backend、cpp_namespace、supported）。"
     if "declared twice" in message:
         return ("有名字被声明了两次：同一个算子的几个重载要写成不同的名字（remainder.Tensor、remainder.Scalar），"
                 "不能都写成 remainder。")

@@ -18,7 +18,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
     trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
     clock     deterministic simulated time: toychip.profile(), Profile adds up the ledger's charges
     kernels   the kernel library (the vendor SDK), NumPy
-    registration  native_functions.yaml declares the ops; checked and registered as torchgen does
+    registration  native_functions.yaml declares the ops (torchgen's keys, a custom: section); checked and registered as torchgen does
     op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
@@ -37,7 +37,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
     inductor  the chip registered with Inductor: torch.compile(model) with the default backend
     stack     the same backend as replaceable pieces (chapter 08's capstone): Pieces, compile_island
     views     GraphView data for the course's visualisers
-    opinfo    the OpInfo sweep: PyTorch's op_db samples on the chip vs the CPU (needs expecttest)
+    opinfo    the OpInfo sweep: op_db samples on the chip vs the CPU, forward, non-contiguous, out=, gradient (needs expecttest)
 
 Example::
 

@@ -255,7 +255,7 @@ def test_npu_is_not_a_dispatch_key():
     assert "NPU" not in DispatchKey.__members__ and "PrivateUse1" in DispatchKey.__members__
 
 
-@backs("notebooks/08_porting.ipynb", "这三样 torchgen 和玩具芯片的加载器都不接受")
+@backs("notebooks/08_porting.ipynb", "这三样 torchgen 都不接受")
 def test_torchgen_rejects_a_torch_npu_style_backend_yaml(tmp_path):
     header = "cpp_namespace: at_npu::native\nsupported:\n"
     npu_style = ["backend: NPU\n" + header + "  - abs\n",
@@ -676,3 +676,58 @@ def test_the_runtime_has_nine_cpp_files_seven_of_them_beside_openregs_runtime_fi
     assert len(first_lines) == 9
     assert sum("OpenReg's csrc/runtime/" in line for line in first_lines) == 7
     assert sum("csrc/profiler/stubs/openreg.cpp" in line for line in first_lines) == 1
+
+
+# ---- conformance (issue 31, part 3) ----
+
+@backs("notebooks/08_porting.ipynb", "`device_guard` 和 `use_out_as_primary`（取 `true`/`false`）、`symint`、`class_name`、`extra_headers`")
+@backs("notebooks/08_porting.ipynb", "懒张量（lazy tensor）代码生成器 `torchgen/gen_lazy_tensor.py` 读的 `full_codegen`、`non_native`、`ir_gen`")
+def test_torch_2_13_parse_backend_yaml_keys():
+    """The error message's list, plus the two boolean keys it pops without listing."""
+    from torchgen.gen_backend_stubs import parse_backend_yaml
+
+    assert set(torchgen_backend_keys()) == {"backend", "class_name", "cpp_namespace", "extra_headers", "supported",
+                                            "autograd", "full_codegen", "non_native", "ir_gen", "symint"}
+    source = source_of(parse_backend_yaml)
+    for key in ("device_guard", "use_out_as_primary"):
+        assert re.search(rf'yaml_values\.pop\("{key}", False\)', source) and f"either True or False for {key}" in source
+    from torchgen import gen_lazy_tensor
+    lazy = source_of(gen_lazy_tensor)
+    assert all(f'"{key}"' in lazy for key in ("full_codegen", "non_native", "ir_gen"))
+
+
+@backs("notebooks/08_porting.ipynb", "torch 2.13 的 torchgen 还不接受带选项的条目")
+def test_torch_2_13_torchgen_rejects_an_openreg_style_structured_entry(tmp_path):
+    text = ("backend: PrivateUse1\ncpp_namespace: at::native::openreg\nuse_out_as_primary: true\ndevice_guard: true\n"
+            "supported:\n  - maximum.out:\n    structured: true\n")
+    assert models.torchgen_reads(write_yaml(tmp_path, text)).startswith("拒绝")
+    assert registration.load_declaration(write_yaml(tmp_path, text)).structured == ("maximum.out",)
+
+
+@backs("notebooks/08_porting.ipynb", "同样的值放进非连续张量，`SampleInput.noncontiguous()`")
+@backs("notebooks/08_porting.ipynb", "`supports_out` 的 OpInfo")
+def test_opinfo_has_noncontiguous_samples_and_supports_out():
+    from torch.testing._internal.opinfo.core import OpInfo, SampleInput
+
+    assert callable(SampleInput.noncontiguous) and "supports_out" in inspect.signature(OpInfo).parameters
+
+
+@backs("notebooks/08_porting.ipynb", "PyTorch 自己的 `test_compare_cpu` 也把这个 OpInfo 标成预期失败")
+@backs("notebooks/08_porting.ipynb", "`.cpu()` 只拷贝视图本身，得到的新存储从 0 开始")
+def test_pytorch_expects_as_strided_partial_views_to_differ_from_a_cpu_copy():
+    import unittest
+
+    from toychip import opinfo
+
+    partial = next(op for op in opinfo.op_db() if opinfo.opinfo_name(op) == "as_strided.partial_views")
+    assert any(d.cls_name == "TestCommon" and d.test_name == "test_compare_cpu" and unittest.expectedFailure in d.decorators
+               for d in partial.decorators if hasattr(d, "test_name"))
+    view = torch.arange(10.0)[5:]
+    assert (view.clone().storage_offset(), torch.arange(10.0, device="toychip")[5:].cpu().storage_offset()) == (0, 0)
+
+
+@backs("notebooks/08_porting.ipynb", "PyTorch 的 `mode` 只接受 CPU、CUDA 和 XPU 张量")
+def test_mode_refuses_other_devices():
+    with pytest.raises(RuntimeError, match="mode only supports CPU, CUDA and XPU device type, got: toychip"):
+        torch.mode(torch.ones(3, device="toychip"), out=(torch.empty(0, device="toychip"),
+                                                          torch.empty(0, dtype=torch.long, device="toychip")))

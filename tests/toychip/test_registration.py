@@ -72,3 +72,81 @@ def test_undeclared_op_runs_through_the_fallback():
     toychip.reset_coverage()
     torch.cumsum(torch.ones(3, device="toychip"), 0)
     assert "cumsum.out" in toychip.coverage().fallback  # cumsum is structured: its out= overload
+
+
+# -- the torchgen keys real backends use, and torch_npu's custom: section -------------------
+
+HEADER = "backend: PrivateUse1\ncpp_namespace: toychip\n"
+
+
+@pytest.mark.parametrize("text", [
+    "device_guard: true\nuse_out_as_primary: true\nsupported: [relu]\n",
+    "class_name: ToyChipNativeFunctions\nextra_headers: ['toychip.h']\nsupported: [relu]\n",
+    "supported: [relu]\nsymint: [relu]\nfull_codegen: []\nnon_native: []\nir_gen: []\n",
+])
+def test_torchgen_backend_keys_are_accepted(tmp_path, text):
+    decl = registration.load_declaration(_yaml(tmp_path, HEADER + text))
+    assert decl.supported == ("relu",)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("device_guard: yes please\nsupported: [relu]\n", "device_guard must be true or false"),
+    ("supported: [relu]\nsymint: [mm]\n", "symint names ops that are not declared: mm"),
+    ("supported:\n  - relu: {inplace: true}\n", "options of relu must be among"),
+    ("supported: [relu]\ncustom:\n  - scale_add(Tensor self) -> Tensor\n", "a custom entry is '- func: <schema>'"),
+    ("supported:\n  - relu:\n    structured: true\n", "relu is marked structured, but it is not an out= overload"),
+])
+def test_bad_values_of_the_new_keys_are_rejected_with_the_reason(tmp_path, text, message):
+    path = _yaml(tmp_path, HEADER + text)
+    with pytest.raises(registration.RegistrationError, match=message):
+        registration.check(registration.load_declaration(path), op_table.eager_kernels(), {})
+
+
+def test_structured_out_entry_registers_its_functional_overload_from_the_out_kernel(tmp_path):
+    """OpenReg's YAML: maximum.out, structured. The functional maximum is sized by its meta function."""
+    path = _yaml(tmp_path, HEADER + "supported:\n  - maximum.out:\n    structured: true\n")
+    calls = []
+
+    def maximum_out(a, b, out):
+        calls.append(tuple(out.shape))
+        return out.copy_(torch.maximum(a.cpu(), b.cpu()))
+
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        decl = registration.register(lib, {"maximum.out": maximum_out}, path=path)
+        a, b = torch.randn(3, 1, device="toychip"), torch.randn(1, 4, device="toychip")
+        got = torch.ops.aten.maximum.default(a, b)
+    finally:
+        lib._destroy()
+    assert decl.structured == ("maximum.out",) and calls == [(3, 4)]
+    torch.testing.assert_close(got.cpu(), torch.maximum(a.cpu(), b.cpu()))
+
+
+def test_device_guard_runs_each_kernel_on_its_tensors_device(tmp_path):
+    path = _yaml(tmp_path, HEADER + "device_guard: true\nsupported: [relu]\n")
+    seen = []
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        registration.register(lib, {"relu": lambda t: seen.append(torch.accelerator.current_device_index()) or t},
+                              path=path)
+        torch.relu(torch.ones(2, device="toychip:1"))
+    finally:
+        lib._destroy()
+    assert seen == [1] and torch.accelerator.current_device_index() == 0
+
+
+def test_custom_section_defines_a_vendor_op_with_its_schema_and_kernel(tmp_path):
+    path = _yaml(tmp_path, HEADER + "supported: []\ncustom:\n"
+                 "  - func: scale_add_test(Tensor self, Tensor other, float alpha) -> Tensor\n")
+    decl = registration.register(torch.library.Library("aten", "IMPL"), {}, path=path,
+                                 custom_kernels={"toychip::scale_add_test": lambda a, b, alpha: a + alpha * b})
+    x = torch.ones(3, device="toychip")
+    assert decl.custom == ("toychip::scale_add_test(Tensor self, Tensor other, float alpha) -> Tensor",)
+    assert torch.ops.toychip.scale_add_test(x, x, 2.0).cpu().tolist() == [3.0, 3.0, 3.0]
+    assert str(torch.ops.toychip.scale_add_test.default._schema).startswith("toychip::scale_add_test(Tensor self")
+
+
+def test_custom_op_without_a_kernel_is_named(tmp_path):
+    path = _yaml(tmp_path, HEADER + "custom:\n  - func: vendor_x::f(Tensor self) -> Tensor\n")
+    with pytest.raises(registration.RegistrationError, match="custom op vendor_x::f, which has no kernel"):
+        registration.register(torch.library.Library("aten", "IMPL"), {}, path=path)
