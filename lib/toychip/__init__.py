@@ -23,7 +23,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
     fallback  boxed CPU fallback, toychip.coverage(), toychip.strict(), use_fallback()
     custom_kernels  register_kernel(op, numpy_fn) inside a kernel_scope()
     autocast  torch.autocast("toychip"): AutocastPrivateUse1 kernels for CUDA's autocast lists
-    distributed  "toyccl": the chip's collective backend for torch.distributed (over gloo)
+    distributed  "toyccl": the chip's collective backend (over gloo): DDP, FSDP2, functional collectives
     dispatch_trace  trace_dispatch(fn, ...): the keys one call visits, kernels run
     fusion    scheduler: pointwise trees and matmul epilogues -> one kernel
     decompositions  ops without a kernel that graph modes build from chip kernels (gelu)

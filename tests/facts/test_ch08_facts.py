@@ -731,3 +731,123 @@ def test_mode_refuses_other_devices():
     with pytest.raises(RuntimeError, match="mode only supports CPU, CUDA and XPU device type, got: toychip"):
         torch.mode(torch.ones(3, device="toychip"), out=(torch.empty(0, device="toychip"),
                                                           torch.empty(0, dtype=torch.long, device="toychip")))
+
+
+# ---- collectives ----
+def _fsdp_collectives_source() -> str:
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives
+
+    return inspect.getsource(_fsdp_collectives)
+
+
+@backs("notebooks/08_porting.ipynb", "`all_gather_into_tensor` 现在叫 `all_gather_single`，`reduce_scatter_tensor` 现在叫 `reduce_scatter_single`；旧名字仍能用，调用时发出 `FutureWarning`")
+def test_2_13_renames_the_single_tensor_gather_and_reduce_scatter_and_warns_on_the_old_names():
+    chip = torch.zeros(2, device="toychip")
+    for old, new in ((dist.all_gather_into_tensor, "all_gather_single"),
+                     (dist.reduce_scatter_tensor, "reduce_scatter_single")):
+        with pytest.warns(FutureWarning, match=f"use `torch.distributed.{new}`"), pytest.raises(ValueError):
+            old(chip, chip)  # no process group: the warning comes first
+        assert f"return {new}(" in source_of(old)
+
+
+@backs("notebooks/08_porting.ipynb", "函数式集合通信也改了名，旧名字 `all_gather_tensor` 同样已弃用")
+def test_functional_all_gather_tensor_is_a_deprecated_spelling_of_all_gather_single():
+    from torch.distributed import _functional_collectives as funcol
+
+    source = source_of(funcol.all_gather_tensor)
+    assert "FutureWarning" in source and "return all_gather_single(" in source
+
+
+@backs("notebooks/08_porting.ipynb", "`all_gather_single_coalesced` 转发，`all_gather_single` 不转发")
+def test_pyprocessgroup_forwards_the_coalesced_gather_to_python_but_not_the_single_one():
+    header = (TORCH_INCLUDE / "torch" / "csrc" / "distributed" / "c10d" / "PyProcessGroup.hpp").read_text()
+    assert "c10::intrusive_ptr<Work> all_gather_single_coalesced(" in header
+    assert "c10::intrusive_ptr<Work> all_gather_single(" not in header
+    assert "c10::intrusive_ptr<Work> reduce_scatter_single(" not in header
+
+
+@backs("notebooks/08_porting.ipynb", "C++ 的 `ProcessGroup` 把名字存在按设备登记的后端里，而 Python 分组一个后端也没有")
+def test_a_python_process_group_without_backends_has_no_name():
+    class Bare(dist.ProcessGroup):
+        pass
+
+    with pytest.raises(RuntimeError, match="ProcessGroup name not set"):
+        Bare(0, 1).group_name
+
+
+@backs("notebooks/08_porting.ipynb", "算一层之前，它用 `all_gather_single` 把这一层的参数拼完整")
+def test_fsdp2_gathers_and_reduce_scatters_with_the_2_13_names_only():
+    source = _fsdp_collectives_source()
+    assert "dist.all_gather_single(" in source and "dist.reduce_scatter_single(" in source
+    assert "dist.all_gather_into_tensor(" not in source and "dist.reduce_scatter_tensor(" not in source
+
+
+@backs("notebooks/08_porting.ipynb", "每个参数沿第 0 维切成 world size 份（DTensor 的 `Shard(0)`）")
+def test_fully_shard_shards_dim_0_by_default():
+    from torch.distributed.fsdp import fully_shard
+
+    assert "``None``: Use default sharding (Shard(0))" in fully_shard.__doc__
+
+
+@backs("notebooks/08_porting.ipynb", "`reshard_after_forward` 不指定时，非根模块前向一结束就丢掉拼出来的参数，反向时再拼一次")
+def test_reshard_after_forward_defaults_to_true_for_non_root_modules():
+    from torch.distributed.fsdp import fully_shard
+
+    doc = " ".join(fully_shard.__doc__.split())
+    assert inspect.signature(fully_shard).parameters["reshard_after_forward"].default is None
+    assert "If ``None``, it is set to ``True`` for non-root modules" in doc
+    assert "reshards parameters after forward and re-all-gathers in backward" in doc
+
+
+@backs("notebooks/08_porting.ipynb", "float32 用 `ReduceOp.AVG`")
+def test_fsdp2_averages_float32_gradients_with_reduce_op_avg():
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import _get_gradient_divide_factors
+
+    class TwoRanks:
+        def size(self):
+            return 2
+
+    assert _get_gradient_divide_factors(TwoRanks(), None, torch.float32) == (None, None, dist.ReduceOp.AVG,
+                                                                              dist.ReduceOp.AVG)
+
+
+@backs("notebooks/08_porting.ipynb", "拼参数在单独的流上做，用事件与计算流同步")
+def test_fsdp2_gathers_on_its_own_stream_and_syncs_by_event():
+    source = _fsdp_collectives_source()
+    assert "with device_handle.stream(all_gather_stream):" in source
+    assert "all_gather_event = all_gather_stream.record_event()" in source
+    assert "device_handle.current_stream().wait_event(all_gather_event)" in source
+
+
+@backs("notebooks/08_porting.ipynb", "torch 2.13 在 DDP 的 `forward` 里断图（一次日志调用），之后什么也不编译")
+def test_compiling_ddp_compiles_nothing_but_ddp_of_a_compiled_module_splits_at_buckets():
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for wrap, want in ((lambda m, backend: torch.compile(DDP(m, bucket_cap_mb=1), backend=backend), 0),
+                           (lambda m, backend: DDP(torch.compile(m, backend=backend), bucket_cap_mb=1), 2)):
+            graphs = []
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512))  # 1 MiB each: one bucket each
+            wrap(model, lambda gm, inputs: graphs.append(gm) or gm.forward)(torch.randn(2, 512))
+            assert len(graphs) == want
+    finally:
+        dist.destroy_process_group()
+        torch._dynamo.reset()
+
+
+@backs("notebooks/08_porting.ipynb", "DDP 用到的集合通信只有训练时的 `all_reduce`（同步梯度），以及构造时的 `broadcast` 和 `all_gather`")
+def test_ddp_broadcasts_and_gathers_when_built_and_only_all_reduces_when_training():
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("toyccl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = DDP(nn.Linear(4, 2).to("toychip"))
+        built = dict(dist.group.WORLD.calls)
+        model(torch.randn(3, 4, device="toychip")).sum().backward()
+        assert built.keys() == {"broadcast", "allgather"}
+        assert dist.group.WORLD.calls.keys() - built.keys() == {"allreduce"}
+    finally:
+        dist.destroy_process_group()
