@@ -17,6 +17,7 @@ a vendor integrates and data flows; each imports only modules above it in this l
     device    the device module PyTorch calls (torch.toychip): registration, RNG, memory stats
     trace     a profile's simulated timeline as a Chrome trace (export_chrome_trace)
     clock     deterministic simulated time: toychip.profile(), Profile adds up the ledger's charges
+    kineto    the chip in torch.profiler: the runtime's Kineto activity profiler gets the clock's ops
     kernels   the kernel library (the vendor SDK), NumPy
     registration  native_functions.yaml declares the ops (torchgen's keys, a custom: section); checked and registered as torchgen does
     op_table  ATen op -> kernel, registered for PrivateUse1 (the dispatcher)
@@ -49,7 +50,7 @@ Example::
 import importlib
 import warnings
 
-from . import autocast, device, distributed, fallback, ipc, memory, op_table, untraced
+from . import autocast, device, distributed, fallback, ipc, kineto, memory, op_table, untraced
 from .clock import Profile, profile
 from .custom_kernels import chip_kernel, kernel_scope, register_kernel
 from .dispatch_trace import DispatchTrace, trace_dispatch
@@ -74,6 +75,7 @@ op_table.register()
 fallback.register()
 autocast.register()
 distributed.register()
+kineto.register()
 untraced.skip_package(__name__)
 
 _FROM_COMPILER = ("get_generated_code", "print_generated_code")

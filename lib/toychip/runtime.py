@@ -6,8 +6,9 @@ a C++ backend registers (OpenReg, torch_npu): the device guard (devices, their d
 ``torch.accelerator.get_device_capability``, streams, events), the hooks (generators, pinned
 memory, pointer -> device, ``resize_``), the device allocator, the pinned-memory host
 allocator, the tensors' backend metadata (``torch._utils.set_tensor_metadata``, kept by
-``torch.save``/``torch.load``) and the profiler stubs
-(``torch.autograd.profiler.profile(use_device="toychip")``). The kernels stay Python/NumPy
+``torch.save``/``torch.load``), the profiler stubs
+(``torch.autograd.profiler.profile(use_device="toychip")``) and a Kineto activity profiler
+(``torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1])``). The kernels stay Python/NumPy
 and the simulated clock stays Python: the runtime calls back into it through hooks.
 
 Devices::
@@ -47,6 +48,15 @@ Streams and events (the guard's; times from the simulated clock)::
 ``elapsed(start_id, end_id) -> float ms``, ``destroy(event_id)``; called with the GIL
 held. Without them ``record``/``wait`` do nothing and ``elapsed_time`` raises.
 
+Profiler (the Kineto activity profiler's Python half, :mod:`toychip.kineto`)::
+
+    set_profiler_hooks(start, stop); profiler_hooks()   # the two given last
+    launch_stamp() -> (correlation_id, now_ns)  # the CPU op launching chip work (0: none), c10::getTime()
+
+``start(origin_ns)`` when a ``torch.profiler`` trace with ``ProfilerActivity.PrivateUse1``
+starts recording, ``stop()`` when it stops: it returns what the chip ran, as
+``(name, is_copy, device, stream, start_ns, duration_ns, launch_ns, correlation_id)`` tuples.
+
 Generators (a CPU-style mt19937 per device, ``torch.Generator("toychip")``)::
 
     default_generator(device_index) -> torch.Generator
@@ -85,6 +95,10 @@ memory_hooks = _C.memory_hooks
 set_event_hooks = _C.set_event_hooks
 event_hooks = _C.event_hooks
 
+set_profiler_hooks = _C.set_profiler_hooks
+profiler_hooks = _C.profiler_hooks
+launch_stamp = _C.launch_stamp
+
 default_generator = _C.default_generator
 draw_seed = _C.draw_seed
 
@@ -93,5 +107,6 @@ __all__ = [
     "register_fork_handler", "is_in_bad_fork",
     "empty_strided", "buffer", "adopt", "adopt_into", "resize_storage_bytes", "device_memory_stats", "allocator_stats", "device_of",
     "set_memory_hooks", "memory_hooks", "current_stream_id", "set_event_hooks", "event_hooks",
+    "set_profiler_hooks", "profiler_hooks", "launch_stamp",
     "default_generator", "draw_seed",
 ]

@@ -6,8 +6,8 @@ setuptools: one compiler process per ``.cpp`` (as many at a time as there are co
 then one link. What it runs, for each file::
 
     <cxx> -O2 -std=c++20 -fPIC -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI=1
-          -DTORCH_EXTENSION_NAME=_C -DTORCH_API_INCLUDE_EXTENSION_H
-          -isystem <torch's include dirs> -isystem <Python.h's dir> -c X.cpp -o X.o
+          -DTORCH_EXTENSION_NAME=_C -DTORCH_API_INCLUDE_EXTENSION_H [-DTOYCHIP_WITH_KINETO]
+          -isystem <torch's include dirs, and its include/kineto> -isystem <Python.h's dir> -c X.cpp -o X.o
     <cxx> -shared *.o -L<torch/lib> -lc10 -ltorch -ltorch_cpu -ltorch_python
 
 (see ``FLAGS`` for how that differs from ``torch.utils.cpp_extension``.) Like its JIT link,
@@ -127,14 +127,20 @@ def _defines() -> list[str]:
     import torch
 
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)  # 1 in every torch 2.13 wheel; asked, not assumed
+    # The Kineto activity profiler (csrc/ToyChipProfiler.cpp) links against torch's Kineto.
+    kineto = ["-DTOYCHIP_WITH_KINETO"] if torch.autograd.kineto_available() else []
     return [f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-DTORCH_EXTENSION_NAME={MODULE_NAME}",
-            "-DTORCH_API_INCLUDE_EXTENSION_H"]
+            "-DTORCH_API_INCLUDE_EXTENSION_H", *kineto]
 
 
 def compile_flags() -> list[str]:
     from torch.utils.cpp_extension import include_paths
 
-    includes = [*include_paths(), sysconfig.get_path("include", scheme="posix_prefix")]
+    # Kineto's headers (IActivityProfiler.h, which torch's PrivateUse1 profiler registry
+    # includes by bare name) ship in include/kineto; cpp_extension leaves them off its list.
+    torch_include = include_paths()[0]
+    includes = [*include_paths(), os.path.join(torch_include, "kineto"),
+                sysconfig.get_path("include", scheme="posix_prefix")]
     return [*FLAGS, *_defines(), *(flag for path in includes for flag in ("-isystem", path))]
 
 

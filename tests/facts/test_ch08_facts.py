@@ -851,3 +851,42 @@ def test_ddp_broadcasts_and_gathers_when_built_and_only_all_reduces_when_trainin
         assert dist.group.WORLD.calls.keys() - built.keys() == {"allreduce"}
     finally:
         dist.destroy_process_group()
+
+
+# ---- profiler ----
+
+@backs("notebooks/08_porting.ipynb", "`torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])` 向 PyTorch 的性能分析库 Kineto 要设备活动")
+def test_the_wheel_has_kineto_and_a_privateuse1_profiler_activity():
+    from torch.profiler import ProfilerActivity
+
+    assert torch.autograd.kineto_available()
+    assert ProfilerActivity.PrivateUse1 in torch.autograd._supported_activities()
+
+
+@backs("notebooks/08_porting.ipynb", "`torch/csrc/profiler/standalone/privateuse1_profiler.h` 里的 `REGISTER_PRIVATEUSE1_PROFILER`")
+def test_privateuse1_activity_profilers_register_with_a_macro_in_privateuse1_profiler_h():
+    header = (TORCH_INCLUDE / "torch/csrc/profiler/standalone/privateuse1_profiler.h").read_text()
+    assert "#define REGISTER_PRIVATEUSE1_PROFILER(ProfilerClass)" in header
+    assert "std::is_base_of_v<libkineto::IActivityProfiler, ProfilerClass>" in header
+
+
+@backs("notebooks/08_porting.ipynb", "每个 CPU 算子运行时把这个算子的**关联 id**（correlation id）推给它（`pushCorrelationId`）")
+def test_kineto_activity_profilers_hand_out_sessions_that_take_correlation_ids():
+    header = (TORCH_INCLUDE / "kineto/IActivityProfiler.h").read_text()
+    assert "class IActivityProfiler {" in header and "class IActivityProfilerSession {" in header
+    assert "virtual std::unique_ptr<IActivityProfilerSession> configure(" in header
+    assert "virtual void pushCorrelationId(" in header
+
+
+@backs("notebooks/08_porting.ipynb", "Kineto 的 `kLinkAsyncCpuGpu`")
+def test_kineto_names_the_cpu_to_device_flow_link():
+    assert "constexpr unsigned int kLinkAsyncCpuGpu" in (TORCH_INCLUDE / "kineto/GenericTraceActivity.h").read_text()
+
+
+@backs("notebooks/08_porting.ipynb", "`key_averages()` 把这些时长按发起它们的 CPU 算子加起来")
+def test_key_averages_adds_linked_device_events_to_the_cpu_op_that_launched_them():
+    from torch.autograd.profiler import profile
+
+    source = source_of(profile._parse_kineto_results)
+    assert "linked_correlation_id()" in source
+    assert "DeviceType.PrivateUse1" in source and "fe.append_kernel(" in source

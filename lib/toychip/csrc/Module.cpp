@@ -14,6 +14,9 @@
 #include "ToyChipFunctions.h"
 #include "ToyChipGenerator.h"
 #include "ToyChipGuard.h"
+#include "ToyChipProfiler.h"
+
+#include <c10/util/ApproximateClock.h>
 
 #include <array>
 #include <memory>
@@ -71,6 +74,7 @@ std::shared_ptr<PyCallable> callable(const py::object& f, const char* name) {
 struct RegisteredHooks {
   py::object memory = py::make_tuple(py::none(), py::none(), py::none(), py::none());
   py::object events = memory;
+  py::object profiler = py::make_tuple(py::none(), py::none());
 };
 RegisteredHooks& registered() {
   static auto* hooks = new RegisteredHooks();  // first called from Python, with the GIL held
@@ -203,6 +207,34 @@ void set_event_hooks_py(const py::object& record, const py::object& block,
   }
   set_event_hooks(std::move(hooks));
   registered().events = py::make_tuple(record, block, elapsed, destroy);
+}
+
+// ---------------------------------------------------------------- profiler
+// stop() returns what the chip ran as (name, is_copy, device, stream, start_ns, duration_ns,
+// launch_ns, correlation) tuples.
+void set_profiler_hooks_py(const py::object& start, const py::object& stop) {
+  ProfilerHooks hooks;
+  if (auto f = callable(start, "start")) {
+    hooks.start = [f](int64_t origin_ns) {
+      py::gil_scoped_acquire gil;
+      (*f)(origin_ns);
+    };
+  }
+  if (auto f = callable(stop, "stop")) {
+    hooks.stop = [f]() {
+      py::gil_scoped_acquire gil;
+      std::vector<DeviceActivity> ran;
+      for (const auto& item : (*f)()) {
+        auto op = item.cast<py::tuple>();
+        ran.push_back({op[0].cast<std::string>(), op[1].cast<bool>(), op[2].cast<c10::DeviceIndex>(),
+                       op[3].cast<c10::StreamId>(), op[4].cast<int64_t>(), op[5].cast<int64_t>(),
+                       op[6].cast<int64_t>(), op[7].cast<int64_t>()});
+      }
+      return ran;
+    };
+  }
+  set_profiler_hooks(std::move(hooks));
+  registered().profiler = py::make_tuple(start, stop);
 }
 
 // ---------------------------------------------------------------- storage bytes
@@ -343,6 +375,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_event_hooks", &set_event_hooks_py, py::arg("record"), py::arg("block"),
         py::arg("elapsed"), py::arg("destroy"));
   m.def("event_hooks", []() { return registered().events; });
+
+  // profiler: the Kineto session's Python half, and what a launch is stamped with
+  m.def("set_profiler_hooks", &set_profiler_hooks_py, py::arg("start"), py::arg("stop"));
+  m.def("profiler_hooks", []() { return registered().profiler; });
+  m.def("launch_stamp",  // (the launching CPU op's correlation id or 0, now on the profiler's clock in ns)
+        []() { return py::make_tuple(current_correlation_id(), c10::getTime()); });
 
   // generators
   m.def("default_generator",
