@@ -24,6 +24,29 @@ def choose_block(free_blocks: list, size: int):
     return best
 
 
+def run_pipeline(model, batches: list) -> list:
+    """Prefetch on a side stream: each batch is pinned and copied there with ``non_blocking=True``
+    while the default stream computes the one before; the default stream waits for a copy
+    before using it, and ``record_stream`` keeps the batch's block (the side stream's) from being
+    handed to a later copy before the default stream is done with it."""
+    compute = torch.toychip.current_stream()
+    side = torch.toychip.Stream()
+
+    def fetch(batch):
+        with torch.toychip.stream(side):
+            return batch.pin_memory().to("toychip", non_blocking=True)
+
+    outputs, upcoming = [], fetch(batches[0])
+    for i in range(len(batches)):
+        compute.wait_stream(side)
+        current = upcoming
+        current.record_stream(compute)
+        if i + 1 < len(batches):
+            upcoming = fetch(batches[i + 1])
+        outputs.append(model(current))
+    return outputs
+
+
 def backend_yaml(ops: list) -> str:
     """A backend YAML declaring ``ops`` under torchgen's names: ``aten::flip.default`` is ``flip``,
     ``aten::remainder.Scalar`` keeps its overload, ``remainder.Scalar``."""

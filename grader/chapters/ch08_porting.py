@@ -1,8 +1,9 @@
 """Chapter 08 (porting PyTorch to a chip) exercises: one per layer of a port, graded on what
-the toy chip does with the learner's artifact -- memory an allocator policy reserves,
-what a backend YAML registers in the dispatcher, launches and simulated time of a
-partitioned graph, the simulated time a porting plan leaves, what ``import torch`` loads through an
-entry point, and a ported model's training step -- never on printed text.
+the toy chip does with the learner's artifact -- memory an allocator policy reserves, the
+race report and simulated time of a copy/compute pipeline, what a backend YAML registers in
+the dispatcher, launches and simulated time of a partitioned graph, the simulated time a
+porting plan leaves, what ``import torch`` loads through an entry point, and a ported
+model's training step -- never on printed text.
 
 Every number comes from the deterministic simulated clock or the allocator's bookkeeping;
 nothing here reads the wall clock.
@@ -30,7 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 import toychip
 from course_models import ch08_models as models
-from toychip import allocator, registration
+from toychip import allocator, races, registration
 
 from ..authoring import (PASS, Case, Exercise, PerformanceGoal, Verdict, artifact_error, compare_equal,
                          compare_outputs, seeded_build, short)
@@ -102,6 +103,117 @@ EXERCISES.append(Exercise(
     produce=_policy_artifact, compare=_compare_policy,
     hint="在所有 size >= 请求的缓存块里选最小的那个（best-fit）；没有就返回 None。"
          "分配器会把选中的块切开，剩下的部分继续留在缓存里。",
+))
+
+
+# --- 08.overlap_without_races ---------------------------------------------------------
+
+# A pipeline passes when it ends at most this much later than the reference's on the
+# simulated clock (right answers written differently end at exactly the reference's time;
+# the nearest wrong one, a blocking copy, ends 5 % or more later on every case).
+OVERLAP_MARGIN = 0.02
+# An answer that ends this close to the sequential run has overlapped nothing.
+NO_OVERLAP = 0.97
+
+
+def _pipeline_artifact(function, built) -> dict:
+    """The learner's pipeline on the case's model and batches: its outputs, its simulated time and
+    the race report of strict mode, from a clean start (the run's verdict does not depend on what
+    ran before it in the process); beside it the sequential run's time."""
+    model = models.pipeline_mlp([w.to("toychip") for w in built["weights"]])   # blocking copies: done before the run
+    with toychip.profile() as plain:
+        models.run_sequentially(model, built["batches"])
+    with races.watching() as reports, toychip.sanitizer("strict"):
+        try:
+            with toychip.profile() as p:
+                outputs = function(model, list(built["batches"]))
+            results = _read_back(outputs, len(built["batches"]))   # the caller reads them on its stream
+        except Exception:
+            if not reports:
+                raise
+    if reports:
+        return {"race": reports[0]}
+    if isinstance(results, str):
+        return {"error": results}
+    return {"outputs": results, "time_us": round(p.elapsed_us, 6), "sequential_us": round(plain.elapsed_us, 6)}
+
+
+def _read_back(outputs, count: int):
+    """The outputs on the host, or why they cannot be (a str)."""
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != count or \
+            not all(isinstance(o, torch.Tensor) and o.device.type == "toychip" for o in outputs):
+        return f"run_pipeline 应返回 {count} 个芯片张量组成的 list（每个 batch 一个输出，按顺序），实际返回了 {_kinds(outputs)}。"
+    return [o.cpu() for o in outputs]
+
+
+def _kinds(value) -> str:
+    """What ``value`` is, without its values: ``4 个元素的 list（CPU 张量）``."""
+    def kind(item) -> str:
+        return f"{item.device.type.upper()} 张量" if isinstance(item, torch.Tensor) else type(item).__name__
+    if isinstance(value, (list, tuple)):
+        return f"{len(value)} 个元素的 {type(value).__name__}（{'、'.join(sorted({kind(v) for v in value})) or '空'}）"
+    return kind(value)
+
+
+def _compare_pipeline(expected, got) -> Verdict:
+    if (error := artifact_error(got)) is not None:
+        return error
+    if "race" in got:
+        return Verdict(False, "严格模式的数据竞争报告（toychip.sanitizer(\"strict\")）报出了数据竞争。想一想报告里的那块内存："
+                              "它上一次在哪条流上被写或读，现在用它的流有没有先等那条流（wait_stream / Event.wait）；"
+                              "一块在另一条流上用过的内存被释放、再分出去之前，分配器知不知道那条流（record_stream）。",
+                       "没有数据竞争", got["race"])
+    verdict = compare_outputs(expected["outputs"], got["outputs"], label="各个 batch 的输出（与顺序执行的结果相比）")
+    if not verdict.ok:
+        return verdict
+    limit = (1 + OVERLAP_MARGIN) * expected["time_us"]
+    if got["time_us"] <= limit:
+        return PASS
+    if got["time_us"] >= NO_OVERLAP * expected["sequential_us"]:
+        message = (f"模拟时间和顺序执行（{expected['sequential_us']:g} us）几乎一样：拷贝没有和计算重叠。"
+                   "同一条流上的工作按顺序执行；主机等待（synchronize、阻塞的拷贝）之后发出的工作也不会提前开始。")
+    else:
+        message = ("拷贝和计算只重叠了一部分，模拟时间超过参考实现的 "
+                   f"{1 + OVERLAP_MARGIN:g} 倍。看看有没有让主机等待的操作：阻塞的拷贝（non_blocking=False，"
+                   "或源张量不在锁页内存里）会让主机等到拷贝结束，之后发出的内核都不能提前开始。")
+    return Verdict(False, message, f"≤ {limit:g} us", f"{got['time_us']:g} us")
+
+
+def _pipeline_case(name: str, seed: int, batches: int, rows: int, widths: tuple, description: str = "") -> Case:
+    """``batches`` host batches of ``rows`` x ``widths[0]``; a chip MLP through ``widths``."""
+    def build() -> dict:
+        weights = [torch.randn(a, b) / a ** 0.5 for a, b in zip(widths, widths[1:])]
+        return {"weights": weights, "batches": [torch.randn(rows, widths[0]) for _ in range(batches)]}
+    return Case(name, seeded_build(seed, build), description)
+
+
+def _random_pipeline_case(name: str, rng: random.Random) -> Case:
+    widths = (rng.choice([128, 256, 512]), *rng.sample([64, 128, 256], rng.randint(1, 2)))
+    return _pipeline_case(name, rng.randrange(10**6), rng.randint(3, 6), rng.choice([32, 64, 128]), widths)
+
+
+EXERCISES.append(Exercise(
+    id="08.overlap_without_races", title="拷贝与计算重叠，且没有数据竞争 (overlap without races)",
+    stub=(
+        'def run_pipeline(model, batches: list) -> list:\n'
+        '    """在芯片上对每个主机 batch 计算 model，下一个 batch 的拷贝与当前的计算重叠；按顺序返回各 batch 的输出（芯片张量）。"""'),
+    points=3,
+    public_cases=lambda: [
+        _pipeline_case("four-batches", 0, 4, 64, (256, 256, 256), "4 个 64×256 的 batch，两层 256 宽的 MLP"),
+        _pipeline_case("copy-bound", 1, 5, 128, (512, 64), "5 个 128×512 的 batch，一层 MLP：拷贝比计算长"),
+        _pipeline_case("compute-bound", 2, 3, 32, (128, 256, 256, 128), "3 个 32×128 的 batch，三层 MLP：计算比拷贝长"),
+    ],
+    designed_cases=lambda: [
+        _pipeline_case("six-small-batches", 3, 6, 32, (256, 128)),
+        _pipeline_case("three-wide-batches", 4, 3, 128, (512, 256, 64)),
+        _pipeline_case("deep-model", 5, 4, 64, (128, 128, 128, 128, 128)),
+        _pipeline_case("many-batches", 6, 8, 64, (256, 256)),
+    ],
+    random_cases=lambda rng: [_random_pipeline_case(f"hidden-{i}", rng) for i in range(2)],
+    produce=_pipeline_artifact, compare=_compare_pipeline,
+    hint="三件事各管一样：拷贝放在另一条流上、从锁页内存 non_blocking 地发出，才能和计算重叠；"
+         "默认流用一个 batch 之前要等它的拷贝（wait_stream 或事件）；一个在旁路流上分配、在默认流上用过的张量，"
+         "释放之前要告诉分配器（record_stream），否则它的块会被下一次拷贝拿去覆盖。",
 ))
 
 

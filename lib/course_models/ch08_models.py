@@ -256,6 +256,25 @@ SPLIT_TRAP = cached_then_requested([16 * KIB, 2 * KIB], [2 * KIB, 16 * KIB])
 
 
 
+# --- a copy/compute pipeline (section 2.4, 08.overlap_without_races) -------------------------
+
+def pipeline_mlp(weights: list):
+    """A model on the chip: matmuls by ``weights`` with a ReLU between them, queued on the current stream."""
+    def model(x):
+        for i, w in enumerate(weights):
+            x = x @ w
+            if i < len(weights) - 1:
+                x = torch.relu(x)
+        return x
+    return model
+
+
+def run_sequentially(model, batches: list) -> list:
+    """The plain pipeline: each host batch copied (blocking, from pageable memory) and computed on
+    the current stream, one after the other."""
+    return [model(batch.to("toychip")) for batch in batches]
+
+
 # --- graphs to partition (08.compile_partitioning) ------------------------------------------
 
 def _program_cumsum_middle(x, w):

@@ -8,9 +8,10 @@ a vendor integrates and data flows; each imports only modules above it in this l
     runtime   loads it: device guard, hooks, allocators, generators for PrivateUse1; its Python face
     untraced  Dynamo never traces the chip's Python (its kernels are the dispatcher's, not user code)
     spec      the "toychip" device name, ChipSpec (the data sheet), the spec plugged in, index checks, index_of
-    ledger    per-(chip, stream) timelines: the open profiles' and the chips' own clock; charge_kernel/copy/malloc
+    ledger    per-(chip, stream) timelines: the open profiles' and the chips' own clock; charge_kernel/copy/malloc; the host's waits
+    races     the race report (CUDA sanitizer's vector clocks): unsynchronised cross-stream accesses, sanitizer()
     dtypes    stored dtypes; float16/bfloat16 stored in 16 bits, computed in float32
-    allocator the caching allocator: blocks by size class, memory_allocated/reserved, empty_cache
+    allocator the caching allocator: blocks per stream and size class, record_stream, merging, empty_cache
     memory    the kernels' NumPy view of a storage's memory, results adopted as memory, aliasing views
     ipc       chip tensors through torch.multiprocessing: storages moved into shared memory, rebuilt over the same pages
     streams   torch.Stream / Event of the runtime's guard: per-stream timelines on the simulated clock
@@ -61,6 +62,7 @@ from .lazy_ir import IRNode
 from .lazy_tensor import dump_ir, graph_hash, lazy, lazy_metrics, mark_step, pending_graph, reset_lazy_metrics
 from .memory import DeviceMismatchError
 from .op_table import ops_table
+from .races import RaceError, RaceWarning, sanitizer
 from .spec import DEFAULT_SPEC, ChipSpec
 
 # `python -m toychip.runtime_build` imports this package (and so builds the runtime) before it
@@ -95,7 +97,7 @@ __all__ = [
     "FallbackError", "DeviceMismatchError", "lazy", "mark_step", "lazy_metrics", "reset_lazy_metrics",
     "dump_ir", "graph_hash", "pending_graph", "IRNode", "FusionError", "ops_table", "register_kernel",
     "chip_kernel", "kernel_scope", "trace_dispatch", "DispatchTrace", "cpu_fallback", "set_fallback",
-    "use_fallback", *_FROM_COMPILER,
+    "use_fallback", "sanitizer", "RaceError", "RaceWarning", *_FROM_COMPILER,
 ]
 
 

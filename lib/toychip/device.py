@@ -99,8 +99,10 @@ class device:
 
 
 def synchronize(device=None) -> None:
-    """Wait for queued kernels: the toy chip runs synchronously, so only the index is checked."""
+    """Wait for queued work: the host waits for every stream (on the simulated clock and for the
+    race report, :mod:`toychip.races`); the chip computes synchronously, so nothing else is pending."""
     check_index(device)
+    streams.host_waits()
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:

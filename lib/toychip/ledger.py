@@ -12,6 +12,12 @@ starts when its stream and its chip's engine are free. Each profile is one
 which runs while a recorded event can read it (:func:`start_clock`, :mod:`toychip.streams`),
 so that events time work outside any profile, as a real chip's do.
 
+The host is on the timeline too: it issues work in no time, except that a blocking copy
+(``non_blocking=False``, or a host tensor that is not pinned) and ``synchronize()`` make it
+wait until the stream is done (:meth:`Timeline.host_waits`). Work issued after that, on any
+stream, starts no earlier -- so only a ``non_blocking=True`` copy from pinned memory
+overlaps later kernels, as on CUDA.
+
 Charging only happens while a profile is open or the clock runs: the eager hot path asks
 :func:`charging` before it counts bytes.
 """
@@ -40,6 +46,7 @@ class Timeline:
 
     stream_us: dict[StreamKey, float] = field(default_factory=dict)
     engine_us: dict[tuple[int, str], float] = field(default_factory=dict)
+    host_us: float = 0.0     # the host issues nothing before this (it waited for a stream)
 
     def now(self, stream: StreamKey) -> float:
         """When the last op on ``stream`` ends."""
@@ -47,7 +54,7 @@ class Timeline:
 
     def schedule(self, name: str, stream: StreamKey, engine: str | None, time_us: float) -> float:
         """Put one op on ``stream`` (``engine`` None: it needs none); returns when it starts."""
-        start = self.now(stream)
+        start = max(self.now(stream), self.host_us)
         if engine is not None:
             start = max(start, self.engine_us.get((stream[0], engine), 0.0))
             self.engine_us[stream[0], engine] = start + time_us
@@ -57,6 +64,11 @@ class Timeline:
     def wait_until(self, stream: StreamKey, time_us: float) -> None:
         """``stream`` starts nothing more before ``time_us`` (it waits for an event)."""
         self.stream_us[stream] = max(self.now(stream), time_us)
+
+    def host_waits(self, stream: StreamKey | None = None) -> None:
+        """The host waits until ``stream`` (``None``: every stream) is done; later work starts after."""
+        ends = self.stream_us.values() if stream is None else (self.now(stream),)
+        self.host_us = max([self.host_us, *ends])
 
     # The ledger posts each charge to every open profile and to the clock through these.
     def add_kernel(self, name: str, stream: StreamKey, time_us: float, nbytes: int, flops: int) -> None:
@@ -125,7 +137,7 @@ def opened(profile):
         _open.remove(profile)
 
 
-def _stream() -> StreamKey:
+def current_stream() -> StreamKey:
     """The stream work is queued on: the calling thread's current stream on the current chip,
     as the runtime's device guard keeps it (``torch.accelerator.set_stream``, ``with stream:``)."""
     device = runtime.current_device()
@@ -139,16 +151,25 @@ def array_bytes(values) -> int:
 
 def charge_kernel(name: str, nbytes: int, flops: int) -> None:
     """Charge one kernel launch to every open profile and the running clock."""
-    time_us, stream = get_spec().kernel_us(nbytes, flops), _stream()
+    time_us, stream = get_spec().kernel_us(nbytes, flops), current_stream()
     for p in _timelines():
         p.add_kernel(name, stream, time_us, nbytes, flops)
 
 
-def charge_copy(direction: str, nbytes: int) -> None:
-    """Charge one host<->device copy (``direction`` is ``"to_chip"`` or ``"to_cpu"``)."""
-    time_us, stream = get_spec().copy_us_for(nbytes), _stream()
+def charge_copy(direction: str, nbytes: int, blocking: bool = True) -> None:
+    """Charge one host<->device copy (``direction`` is ``"to_chip"`` or ``"to_cpu"``); a
+    ``blocking`` one makes the host wait for it (see the module docstring)."""
+    time_us, stream = get_spec().copy_us_for(nbytes), current_stream()
     for p in _timelines():
         p.add_copy(direction, stream, time_us, nbytes)
+        if blocking:
+            p.host_waits(stream)
+
+
+def host_waits(stream: StreamKey | None = None) -> None:
+    """``synchronize()``: on every timeline, the host waits for ``stream`` (``None``: all of them)."""
+    for p in _timelines():
+        p.host_waits(stream)
 
 
 def charge_malloc(nbytes: int) -> None:
@@ -156,6 +177,6 @@ def charge_malloc(nbytes: int) -> None:
     calls this on every miss, so with nothing charged it returns at once."""
     if not charging():
         return
-    time_us, stream = get_spec().malloc_us, _stream()
+    time_us, stream = get_spec().malloc_us, current_stream()
     for p in _timelines():
         p.add_malloc(stream, time_us, nbytes)

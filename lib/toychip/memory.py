@@ -43,7 +43,7 @@ import weakref
 import numpy as np
 import torch
 
-from . import ledger, runtime
+from . import ledger, races, runtime
 from .allocator import for_device
 from .dtypes import BUFFER_DTYPE, COMPUTE_DTYPE, TORCH_DTYPE
 
@@ -97,6 +97,7 @@ def attach(storage, np_dtype: np.dtype, *, booked: bool = True, counted: bool = 
     storage._raw = raw
     storage._buf = raw.view(np_dtype)
     storage._block = for_device(storage.device.index).lease(raw) if booked else None
+    races.fresh(storage)
     if counted and ledger.profiling():
         count_buffer(raw)
     return storage._buf

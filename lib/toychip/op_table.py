@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.nn.attention import SDPBackend
 
-from . import device, ledger, registration
+from . import device, ledger, races, registration
 from .dtypes import HALF_DTYPES, TORCH_DTYPE, host_array, host_tensor, is_half_buffer, narrow, store, \
     values_of, widen
 from .kernels import KERNELS, Kernel
@@ -393,6 +393,7 @@ def eager_kernel(entry: OpEntry) -> Callable:
     name = str(entry.op).removeprefix("aten.")
     fn, flops, kind, adapt, inplace, writes = entry.kernel.fn, entry.kernel.flops, entry.kernel.kind, \
         entry.adapt, entry.inplace, entry.writes
+    written = (0,) if inplace else tuple(argument for _, argument in writes)  # arguments the op writes
     promotes = kind == "pointwise"  # pointwise results follow PyTorch's type promotion
     returns = len(entry.op._schema.returns)  # a kernel may return more (see OpEntry.writes)
 
@@ -408,6 +409,9 @@ def eager_kernel(entry: OpEntry) -> Callable:
                 arrays, kw = adapt(*arrays, **kw)
             except KernelDeclined:
                 return _decline_handler(entry.op, *args, **kwargs)
+        stream = races.stream_of_work()
+        if stream is not None:
+            races.op(name, stream, args, [args[i] for i in written if i < len(args)])
         NATIVE_COUNTS[name] += 1
         requested = kwargs.get("dtype")  # a reduction's dtype= names its result's dtype
         if half is not None or requested in HALF_DTYPES:
@@ -445,20 +449,33 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
     return allocate(size, stride, dtype or torch.get_default_dtype(), None if device is None else device.index)
 
 
+def _watched(name: str, reads=(), writes=()):
+    """The race report's view of a memory op (see :mod:`toychip.races`); the stream it runs on, if watched."""
+    stream = races.stream_of_work()
+    if stream is not None:
+        races.op(name, stream, reads, writes)
+    return stream
+
+
 def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
-    """Every ``.to()``/``.cpu()``/``copy_`` touching the chip lands here: H2D, D2H or D2D."""
+    """Every ``.to()``/``.cpu()``/``copy_`` touching the chip lands here: H2D, D2H or D2D.
+
+    A host<->chip copy is *blocking* -- the host waits for it, and so does all work issued
+    after it -- unless it is ``non_blocking`` and its host tensor is pinned: CUDA's
+    ``copy_`` then calls ``cudaMemcpyAsync`` alone; otherwise it synchronises the stream
+    (``memcpy_and_sync``), and a pageable source is staged by the driver anyway.
+    """
+    stream = _watched("_copy_from", reads=(src,), writes=(dst,))
     if dst.device.type == "cpu":
         data = as_numpy(src)
         dst.copy_(host_tensor(np.asarray(data, order="C")))
-        if ledger.charging():
-            ledger.charge_copy("to_cpu", data.nbytes)
+        _charge_host_copy("to_cpu", data.nbytes, non_blocking and dst.is_pinned(), stream)
         return dst
     target = as_numpy(dst)
     if src.device.type == "cpu":
         check_dtype(src.dtype)
         data = host_array(src)
-        if ledger.charging():
-            ledger.charge_copy("to_chip", data.nbytes)
+        _charge_host_copy("to_chip", data.nbytes, non_blocking and src.is_pinned(), stream)
     else:
         data = as_numpy(src)
         if ledger.charging():
@@ -466,6 +483,22 @@ def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
     store(target, data, dst.dtype)
     NATIVE_COUNTS["_copy_from"] += 1
     return dst
+
+
+def _charge_host_copy(direction: str, nbytes: int, asynchronous: bool, stream) -> None:
+    """A host<->chip copy on the clock; unless ``asynchronous``, the host waits for its stream."""
+    if ledger.charging():
+        ledger.charge_copy(direction, nbytes, blocking=not asynchronous)
+    if not asynchronous and stream is not None:
+        races.host_waits(stream)
+
+
+def _record_stream(t, s) -> None:
+    """``Tensor.record_stream(s)``: the caching allocator keeps ``t``'s block from being handed
+    out again until the work queued on ``s`` before ``t`` is freed is done (:mod:`toychip.allocator`)."""
+    lease = getattr(t.untyped_storage(), "_block", None)
+    if lease is not None:
+        lease.allocator.record_stream(lease, s.stream_id)
 
 
 def _as_strided(t, size, stride, storage_offset=None):
@@ -513,13 +546,15 @@ def _reshape_alias(t, size, stride):
 
 
 def _local_scalar_dense(t):
+    """``.item()``: a blocking copy of one element to the host."""
+    stream = _watched("_local_scalar_dense", reads=(t,))
     value = values_of(as_numpy(t)).item()
-    if ledger.charging():
-        ledger.charge_copy("to_cpu", t.element_size())
+    _charge_host_copy("to_cpu", t.element_size(), False, stream)
     return value
 
 
 def _fill(t, value):
+    _watched("fill_", reads=(value,), writes=(t,))
     target = as_numpy(t)
     store(target, as_numpy(value) if isinstance(value, Tensor) else value, t.dtype)
     if ledger.charging():
@@ -532,6 +567,7 @@ def _zero(t):
 
 
 def _normal(t, mean=0.0, std=1.0, *, generator=None):
+    _watched("normal_", writes=(t,))
     target = as_numpy(t)
     store(target, device.rng(generator, t.device).normal(mean, std, target.shape), t.dtype)
     if ledger.charging():
@@ -540,6 +576,7 @@ def _normal(t, mean=0.0, std=1.0, *, generator=None):
 
 
 def _uniform(t, low=0.0, high=1.0, *, generator=None):
+    _watched("uniform_", writes=(t,))
     target = as_numpy(t)
     store(target, device.rng(generator, t.device).uniform(low, high, target.shape), t.dtype)
     if ledger.charging():
@@ -551,6 +588,7 @@ def _clone(t, memory_format=None):
     """``clone`` (``contiguous(memory_format=...)`` too) into memory laid out as the CPU lays
     it out: ``preserve_format`` keeps a dense input's strides, ``channels_last`` is NHWC."""
     out = torch.empty_like(t, memory_format=torch.preserve_format if memory_format is None else memory_format)
+    _watched("clone", reads=(t,), writes=(out,))
     source, target = as_numpy(t), as_numpy(out)
     clone_kernel = KERNELS["clone"]
     clone_kernel.fn(source, out=target)
@@ -591,7 +629,7 @@ MEMORY_OPS = {
     "set_.source_Storage_storage_offset": _set_source_storage, "set_.source_Storage": _set_whole_storage,
     "_reshape_alias": _reshape_alias,
     "_local_scalar_dense": _local_scalar_dense, "fill_.Scalar": _fill, "fill_.Tensor": _fill,
-    "zero_": _zero, "normal_": _normal, "uniform_": _uniform,
+    "zero_": _zero, "normal_": _normal, "uniform_": _uniform, "record_stream": _record_stream,
 }
 
 # out= variants served by their functional kernel. Inductor calls matmuls this way
@@ -604,6 +642,7 @@ def out_variant(functional: Callable) -> Callable:
     ``t`` (resized to fit, as ATen's out= ops do), ``t`` returned."""
     def run(*args, out, **kwargs):
         result = functional(*args, **kwargs)
+        _watched("out=", writes=(out,))
         if out.shape != result.shape:
             resize(out, result.shape)
         np.copyto(as_numpy(out), as_numpy(result))

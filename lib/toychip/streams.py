@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import torch
 
-from . import ledger, runtime
+from . import ledger, races, runtime
 from .spec import NAME, get_spec, index_of
 
 
@@ -61,6 +61,20 @@ class Stream(torch.Stream):
 
     def __repr__(self) -> str:
         return f"<torch.toychip.Stream device={self.device} stream_id={self.stream_id}>"
+
+    def synchronize(self) -> None:
+        """The host waits until this stream's work is done: later work on any stream starts after it."""
+        super().synchronize()
+        host_waits((self.device_index, self.stream_id))
+
+
+def host_waits(stream: ledger.StreamKey | None = None) -> None:
+    """The host waits for ``stream`` (``None``: every stream): on the simulated clock and for the race report."""
+    ledger.host_waits(stream)
+    if stream is None:
+        races.synchronize()
+    else:
+        races.host_waits(stream)
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
@@ -89,11 +103,13 @@ def _on_record(event_id: int, device: int, stream_id: int) -> None:
     clock.schedule("event", stream, None, get_spec().event_us)
     marks = [(t, t.now(stream)) for t in (*ledger.open_profiles(), clock)]
     _recorded[event_id] = Recorded(device, marks)
+    races.record_event(event_id, stream)
 
 
 def _on_block(event_id: int, device: int, stream_id: int) -> None:
     for timeline, time_us in _recorded[event_id].marks:
         timeline.wait_until((device, stream_id), time_us)
+    races.wait_event(event_id, (device, stream_id))
 
 
 def _on_elapsed(start_id: int, end_id: int) -> float:
@@ -109,6 +125,7 @@ def _on_elapsed(start_id: int, end_id: int) -> float:
 
 def _on_destroy(event_id: int) -> None:
     _recorded.pop(event_id, None)
+    races.forget_event(event_id)
     if not _recorded:
         ledger.stop_clock()
 

@@ -890,3 +890,23 @@ def test_key_averages_adds_linked_device_events_to_the_cpu_op_that_launched_them
     source = source_of(profile._parse_kineto_results)
     assert "linked_correlation_id()" in source
     assert "DeviceType.PrivateUse1" in source and "fe.append_kernel(" in source
+
+
+# ---- streams ----
+
+@backs("notebooks/08_porting.ipynb", "PyTorch 的 CUDA sanitizer（`torch/cuda/_sanitizer.py`，`TORCH_CUDA_SANITIZER=1` 打开）")
+def test_the_cuda_sanitizer_is_turned_on_by_an_environment_variable_and_keeps_per_stream_clocks():
+    import torch.cuda._sanitizer as sanitizer
+
+    assert "exporting the ``TORCH_CUDA_SANITIZER`` environment variable" in " ".join(sanitizer.__doc__.split())
+    synchronizations = sanitizer.StreamSynchronizations
+    assert {"record_state", "stream_wait_for_event", "all_streams_wait_for_stream", "sync_all_streams",
+            "update_seq_num"} <= set(dir(synchronizations))
+
+
+@backs("notebooks/08_porting.ipynb", "`record_stream` 让分配器在释放时记下默认流上的工作")
+def test_record_stream_keeps_memory_until_the_streams_work_queued_at_deallocation_is_done():
+    doc = " ".join(torch.Tensor.record_stream.__doc__.split())
+    assert ("ensure the tensor memory is not reused for another tensor until all work queued on :attr:`stream` "
+            "at the time of deallocation is complete") in doc
+    assert "The caching allocator is aware of only the stream where a tensor was allocated" in doc

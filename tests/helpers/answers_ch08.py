@@ -18,7 +18,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 import toychip
 from mutants import mutant
-from solutions.ch08_porting import chip_backend
+from solutions.ch08_porting import chip_backend, run_pipeline
 from toychip.compiler import ChipSupport
 
 
@@ -1041,4 +1041,139 @@ WRONG_ANSWERS += [
 RIGHT_ANSWERS += [
     ("08.welford_combine", combine_by_pairwise_fold, "Chan's pairwise update folded over the groups"),
     ("08.welford_combine", combine_with_np_average, "np.average in float64, the spread summed separately"),
+]
+
+
+# --- 08.overlap_without_races ---------------------------------------------------------------
+# The reference prefetches on a side stream; each mutant leaves out or changes one of its steps.
+
+pipeline_without_wait_stream = mutant(run_pipeline, "pipeline_without_wait_stream",
+                                      ("        compute.wait_stream(side)\n", ""))
+pipeline_waits_the_wrong_way = mutant(run_pipeline, "pipeline_waits_the_wrong_way",
+                                      ("compute.wait_stream(side)", "side.wait_stream(compute)"))
+pipeline_without_record_stream = mutant(run_pipeline, "pipeline_without_record_stream",
+                                        ("        current.record_stream(compute)\n", ""))
+pipeline_copies_on_the_default_stream = mutant(
+    run_pipeline, "pipeline_copies_on_the_default_stream",
+    ("        with torch.toychip.stream(side):\n            return batch", "        return batch"))
+pipeline_blocking_copies = mutant(run_pipeline, "pipeline_blocking_copies",
+                                  ('to("toychip", non_blocking=True)', 'to("toychip", non_blocking=False)'))
+pipeline_from_pageable_memory = mutant(run_pipeline, "pipeline_from_pageable_memory",
+                                       ("batch.pin_memory().to(", "batch.to("))
+pipeline_synchronizes_every_copy = mutant(
+    run_pipeline, "pipeline_synchronizes_every_copy",
+    ("            upcoming = fetch(batches[i + 1])\n",
+     "            upcoming = fetch(batches[i + 1])\n            torch.toychip.synchronize()\n"))
+
+
+def pipeline_one_buffer(model, batches):
+    """One chip buffer, refilled on the side stream for every batch; the default stream waits for each copy."""
+    compute, side = torch.toychip.current_stream(), torch.toychip.Stream()
+    with torch.toychip.stream(side):
+        buffer = torch.empty(batches[0].shape, device="toychip")
+        buffer.copy_(batches[0].pin_memory(), non_blocking=True)
+    outputs = []
+    for i in range(len(batches)):
+        compute.wait_stream(side)
+        if i + 1 < len(batches):
+            with torch.toychip.stream(side):
+                buffer.copy_(batches[i + 1].pin_memory(), non_blocking=True)
+        outputs.append(model(buffer))
+    return outputs
+
+
+def pipeline_waits_once(model, batches):
+    """All copies issued on the side stream up front; the default stream waits for it once, after the first."""
+    compute, side = torch.toychip.current_stream(), torch.toychip.Stream()
+    with torch.toychip.stream(side):
+        first = batches[0].pin_memory().to("toychip", non_blocking=True)
+    compute.wait_stream(side)
+    with torch.toychip.stream(side):
+        rest = [b.pin_memory().to("toychip", non_blocking=True) for b in batches[1:]]
+    return [model(x) for x in [first, *rest]]
+
+
+def pipeline_all_on_the_side_stream(model, batches):
+    """Copies and compute on one side stream, so that the default stream is free."""
+    side = torch.toychip.Stream()
+    with torch.toychip.stream(side):
+        return [model(b.pin_memory().to("toychip", non_blocking=True)) for b in batches]
+
+
+def pipeline_double_buffered(model, batches):
+    """Two buffers allocated once on the default stream, refilled in turn on the side stream; events
+    both ways: a copy waits until the default stream is done with its buffer, the compute for its copy."""
+    compute, side = torch.toychip.current_stream(), torch.toychip.Stream()
+    pinned = [b.pin_memory() for b in batches]
+    buffers = [torch.empty(pinned[0].shape, device="toychip") for _ in range(2)]
+    free = [compute.record_event(), compute.record_event()]
+    filled = [None, None]
+
+    def fill(i):
+        slot = i % 2
+        side.wait_event(free[slot])
+        with torch.toychip.stream(side):
+            buffers[slot].copy_(pinned[i], non_blocking=True)
+        filled[slot] = side.record_event()
+
+    fill(0)
+    outputs = []
+    for i in range(len(pinned)):
+        if i + 1 < len(pinned):
+            fill(i + 1)
+        compute.wait_event(filled[i % 2])
+        outputs.append(model(buffers[i % 2]))
+        free[i % 2] = compute.record_event()
+    return outputs
+
+
+def pipeline_prefetch_with_events(model, batches):
+    """A prefetch queue of one batch, written as a generator; an event per copy, waited on by the default stream."""
+    compute, side = torch.toychip.current_stream(), torch.toychip.Stream()
+
+    def copies():
+        for batch in batches:
+            with torch.toychip.stream(side):
+                chip = batch.pin_memory().to("toychip", non_blocking=True)
+            yield chip, side.record_event()
+
+    stream = copies()
+    outputs, pending = [], next(stream)
+    for _ in batches:
+        chip, ready = pending
+        compute.wait_event(ready)
+        chip.record_stream(compute)
+        pending = next(stream, None)
+        outputs.append(model(chip))
+    return outputs
+
+
+WRONG_ANSWERS += [
+    ("08.overlap_without_races", pipeline_without_wait_stream,
+     "a tensor returned by a copy is ready: the next op on it waits for the copy by itself"),
+    ("08.overlap_without_races", pipeline_waits_the_wrong_way,
+     "side.wait_stream(compute) makes the side stream's copy finish before the default stream goes on"),
+    ("08.overlap_without_races", pipeline_without_record_stream,
+     "a freed tensor's block is safe to reuse: the allocator knows every stream that used it"),
+    ("08.overlap_without_races", pipeline_copies_on_the_default_stream,
+     "non_blocking=True from pinned memory is enough to overlap; no second stream is needed"),
+    ("08.overlap_without_races", pipeline_blocking_copies,
+     "a side stream is what overlaps; non_blocking only concerns the host, not the chip's timeline"),
+    ("08.overlap_without_races", pipeline_from_pageable_memory,
+     "non_blocking=True makes any host tensor's copy asynchronous; pinning only makes it faster"),
+    ("08.overlap_without_races", pipeline_synchronizes_every_copy,
+     "synchronize() after each copy keeps it correct, and the copies still overlap as they are on a side stream"),
+    ("08.overlap_without_races", pipeline_one_buffer,
+     "one buffer refilled per batch is enough once the default stream waits for each copy"),
+    ("08.overlap_without_races", pipeline_waits_once,
+     "once the default stream has waited for the side stream it stays behind it, later copies included"),
+    ("08.overlap_without_races", pipeline_all_on_the_side_stream,
+     "running the whole loop on a side stream overlaps it with the default stream, and the caller sees the results"),
+]
+
+RIGHT_ANSWERS += [
+    ("08.overlap_without_races", pipeline_double_buffered,
+     "two preallocated buffers and events both ways (no record_stream, no allocation per batch)"),
+    ("08.overlap_without_races", pipeline_prefetch_with_events,
+     "a generator prefetching one batch, an event per copy waited on with wait_event"),
 ]

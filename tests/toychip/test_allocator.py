@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import toychip
+from toychip import allocator
 from toychip.allocator import ALLOCATOR, size_class
 
 FLOAT = 4
@@ -132,3 +133,38 @@ def test_a_pending_lazy_value_holds_no_block_until_its_graph_runs():
         x.add_(1)                                            # x's storage now holds a graph node
         assert torch.toychip.memory_allocated() == before - 1024 * FLOAT
     assert torch.toychip.memory_allocated() == before and x.cpu()[0].item() == 2.0
+
+
+def best_fit(free_blocks, size):
+    fits = [i for i, s in enumerate(free_blocks) if s >= size]
+    return min(fits, key=lambda i: free_blocks[i], default=None)
+
+
+def test_freed_split_blocks_merge_back_into_one_as_c10_does():
+    chip = allocator.CachingAllocator(best_fit, device=0)
+    big = allocator._Request(16 * 1024)
+    lease = chip.lease(big)
+    del lease                                            # one 16 KiB segment, cached
+    requests = [allocator._Request(4096) for _ in range(4)]
+    parts = [chip.lease(r) for r in requests]            # the cached block split four ways
+    assert [b["size"] for b in chip.snapshot()] == [4096] * 4
+    del parts
+    assert [(b["size"], b["state"]) for b in chip.snapshot()] == [(16 * 1024, "cached")]
+
+
+def test_replay_keeps_the_exercise_world_where_split_blocks_never_merge():
+    trace = [("alloc", "big", 16 * 1024), ("free", "big"), ("alloc", "a", 4096), ("free", "a"),
+             ("alloc", "b", 16 * 1024)]
+    assert allocator.replay(trace, best_fit)["device_allocs"] == 2
+
+
+def test_a_block_is_handed_out_again_only_to_the_stream_it_was_allocated_on():
+    side = torch.toychip.Stream()
+    with torch.toychip.stream(side):
+        x = torch.empty(1000, device="toychip")
+    del x
+    before = torch.toychip.memory_stats()["num_device_alloc"]
+    y = torch.empty(1000, device="toychip")              # default stream: the side stream's block is not its
+    assert torch.toychip.memory_stats()["num_device_alloc"] == before + 1
+    assert {b["stream"] for b in torch.toychip.memory_snapshot() if b["state"] == "cached"} >= {side.stream_id}
+    del y

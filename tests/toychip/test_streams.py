@@ -18,7 +18,7 @@ def test_on_one_stream_elapsed_time_is_the_busy_time():
 
 
 def test_a_copy_on_a_side_stream_overlaps_a_kernel():
-    batch, x = torch.randn(256, 256), torch.randn(256, 256, device="toychip")
+    batch, x = torch.randn(256, 256).pin_memory(), torch.randn(256, 256, device="toychip")
     copy_us = SPEC.copy_us_for(batch.nbytes)
     kernel_us = SPEC.kernel_us(3 * x.nbytes, 2 * 256 ** 3)
     side = tc.Stream()
@@ -34,9 +34,35 @@ def test_a_copy_on_a_side_stream_overlaps_a_kernel():
     del z
 
 
+@pytest.mark.parametrize("pinned, non_blocking", [(True, False), (False, True), (False, False)])
+def test_a_blocking_copy_makes_later_work_on_every_stream_wait(pinned, non_blocking):
+    batch, x = torch.randn(256, 256), torch.randn(256, 256, device="toychip")
+    batch = batch.pin_memory() if pinned else batch
+    side = tc.Stream()
+    with toychip.profile() as p:
+        with tc.stream(side):
+            nxt = batch.to("toychip", non_blocking=non_blocking)
+        y = x @ x                                            # issued after the host waited for the copy
+    assert p.elapsed_us == pytest.approx(p.time_us)
+    del nxt, y
+
+
+def test_synchronize_makes_the_host_wait_for_a_stream():
+    batch, x = torch.randn(256, 256).pin_memory(), torch.randn(256, 256, device="toychip")
+    side = tc.Stream()
+    with toychip.profile() as p:
+        with tc.stream(side):
+            nxt = batch.to("toychip", non_blocking=True)
+        side.synchronize()
+        y = x @ x
+    assert p.elapsed_us == pytest.approx(p.time_us)
+    del nxt, y
+
+
 def test_two_kernels_on_two_streams_share_the_compute_engine():
     x = torch.randn(128, 128, device="toychip")
     side = tc.Stream()
+    side.wait_stream(tc.current_stream())                     # x is ready before the side stream reads it
     with toychip.profile() as p:
         a = x @ x
         with tc.stream(side):
@@ -58,6 +84,7 @@ def test_event_elapsed_time_is_simulated_milliseconds():
 def test_waiting_on_an_event_delays_the_waiting_stream_only():
     x = torch.randn(1000, device="toychip")
     side, done = tc.Stream(), tc.Event()
+    side.wait_stream(tc.current_stream())
     with toychip.profile() as p:
         with tc.stream(side):
             x.exp()
@@ -91,6 +118,7 @@ def test_the_chips_clock_runs_only_while_a_recorded_event_is_alive():
 def test_each_chip_keeps_its_own_time():
     x0, x1 = torch.randn(1000, device="toychip:0"), torch.randn(1000, device="toychip:1")
     on_1 = torch.Stream(device="toychip:1")
+    on_1.wait_stream(tc.default_stream(1))
     with toychip.profile() as p:
         x0.exp()                                # chip 0's default stream
         with tc.stream(on_1):
@@ -121,11 +149,11 @@ def test_stream_context_restores_the_previous_stream():
 def test_chrome_trace_has_one_row_per_stream_and_the_overlap(tmp_path):
     import json
 
-    batch, x = torch.randn(64, 64), torch.randn(64, 64, device="toychip")
+    batch, x = torch.randn(64, 64).pin_memory(), torch.randn(64, 64, device="toychip")
     side = tc.Stream()
     with toychip.profile() as p:
         with tc.stream(side):
-            nxt = batch.to("toychip")
+            nxt = batch.to("toychip", non_blocking=True)
         y = x @ x
     p.export_chrome_trace(str(tmp_path / "trace.json"))
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
