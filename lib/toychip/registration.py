@@ -191,15 +191,25 @@ def _structured_functional(out_name: str, out_kernel: Callable) -> Callable:
     return kernel
 
 
+def _chip_index(args: tuple, kwargs: dict) -> int | None:
+    """The device index of the first chip tensor among the arguments (and in lists of them)."""
+    for value in (*args, *kwargs.values()):
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, torch.Tensor) and item.device.type == NAME:
+                return item.device.index
+    return None
+
+
 def _device_guarded(kernel: Callable) -> Callable:
-    """torchgen's ``device_guard: true``: the current device is the first chip tensor's while the kernel runs."""
+    """torchgen's ``device_guard: true``: the current device is the first chip tensor's while the
+    kernel runs, so its work is queued on (and charged to) that chip's current stream. Every op
+    passes through this: the guard is entered only when the device must change."""
     @functools.wraps(kernel)
     def guarded(*args, **kwargs):
-        chip = next((t for t in tree_flatten((args, kwargs))[0]
-                     if isinstance(t, torch.Tensor) and t.device.type == NAME), None)
-        if chip is None:
+        index = _chip_index(args, kwargs)
+        if index is None or index == torch.accelerator.current_device_index():
             return kernel(*args, **kwargs)
-        with torch.accelerator.device_index(chip.device.index):
+        with torch.accelerator.device_index(index):
             return kernel(*args, **kwargs)
     return guarded
 

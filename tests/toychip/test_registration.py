@@ -150,3 +150,12 @@ def test_custom_op_without_a_kernel_is_named(tmp_path):
     path = _yaml(tmp_path, HEADER + "custom:\n  - func: vendor_x::f(Tensor self) -> Tensor\n")
     with pytest.raises(registration.RegistrationError, match="custom op vendor_x::f, which has no kernel"):
         registration.register(torch.library.Library("aten", "IMPL"), {}, path=path)
+
+
+def test_the_chips_own_yaml_guards_devices_so_work_on_chip_1_is_queued_on_chip_1():
+    assert registration.load_declaration().device_guard
+    a = torch.ones(8, device="toychip:1")
+    with toychip.profile() as p:
+        b = a + 1
+    assert b.device == torch.device("toychip:1") and [(op.device, op.stream) for op in p.timeline] == [(1, 0)]
+    assert torch.accelerator.current_device_index() == 0
