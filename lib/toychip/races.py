@@ -40,6 +40,8 @@ import contextlib
 import os
 import warnings
 
+import torch
+
 from . import ledger, runtime
 from .ledger import StreamKey
 
@@ -232,14 +234,15 @@ def fresh(storage) -> None:
 def op(name: str, stream: StreamKey, reads=(), writes=()) -> None:
     """One op on ``stream`` reading and writing these tensors (lists of tensors too): check, then record.
     It runs on its first chip tensor's chip, on that chip's current stream."""
-    first = next(_chip_tensors((*reads, *writes)), None)
+    read, written = _chip_tensors(reads), _chip_tensors(writes)
+    first = (read or written or (None,))[0]
     if first is not None:
         stream = _on_device(stream, first.device.index)
     clock = _clock(stream)
     seq = clock[stream] = clock.get(stream, 0) + 1
-    for t in _chip_tensors(reads):
+    for t in read:
         _read(name, stream, seq, clock, t)
-    for t in _chip_tensors(writes):
+    for t in written:
         _write(name, stream, seq, clock, t)
 
 
@@ -248,12 +251,15 @@ def _on_device(stream: StreamKey, device: int | None) -> StreamKey:
     return stream if device is None or device == stream[0] else (device, runtime.current_stream_id(device))
 
 
-def _chip_tensors(values):
+def _chip_tensors(values) -> list:
+    """The chip tensors among ``values`` and in the lists among them (every watched op calls this)."""
+    found = []
     for v in values:
         if isinstance(v, (list, tuple)):
-            yield from _chip_tensors(v)
-        elif hasattr(v, "untyped_storage") and v.device.type != "cpu":
-            yield v
+            found += _chip_tensors(v)
+        elif isinstance(v, torch.Tensor) and v.device.type != "cpu":
+            found.append(v)
+    return found
 
 
 def _read(name: str, stream: StreamKey, seq: int, clock: dict, t) -> None:
