@@ -52,7 +52,8 @@ def train(model: nn.Module, data, rank: int = 0, world_size: int = 1) -> None:
 def _measured(profile: toychip.Profile) -> dict:
     copy_us = sum(stat.time_us for name, stat in profile.kernels.items() if name.startswith("copy:"))
     return {"time_us": profile.time_us, "launches": profile.launches, "copies": profile.copies,
-            "copy_us": copy_us, "peak_bytes": profile.peak_bytes}
+            "copy_us": copy_us, "peak_bytes": profile.peak_bytes,
+            "calls": {name: stat.calls for name, stat in profile.kernels.items()}}
 
 
 def fsdp_rank(rank: int, world_size: int = WORLD_SIZE) -> dict:

@@ -36,6 +36,10 @@ in ``torch/include/kineto``. Only fmt is not exported, so the chip's events carr
 from __future__ import annotations
 
 import contextlib
+import os
+import re
+import sys
+import tempfile
 from dataclasses import dataclass, field
 
 import torch
@@ -98,3 +102,27 @@ def register() -> None:
     """Hand the C++ activity profiler its Python half (once Kineto is there to call it)."""
     if torch.autograd.kineto_available():
         runtime.set_profiler_hooks(_start, _stop)
+
+
+# What torch's own Kineto prints on file descriptor 2 as every trace starts and stops,
+# whatever KINETO_LOG_LEVEL says.
+_KINETO_LOG_LINE = re.compile(r"USDT:.*SyncActivityProfilerHandler\.cpp:\d+\] profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def without_kineto_log_lines():
+    """Drop Kineto's "USDT: ... profiler_start" / "profiler_stop" lines; whatever else is written
+    to file descriptor 2 inside the block is written to ``sys.stderr`` when it ends."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            lines = captured.read().decode(errors="replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not _KINETO_LOG_LINE.match(line)))

@@ -16,7 +16,8 @@ Each (OpInfo, variant) is sorted into
 
 * ``native``   -- every sample matched the CPU and every ATen op it reached had a chip kernel,
 * ``fallback`` -- every sample matched, but some ATen ops ran on the CPU fallback (named),
-* ``failing``  -- a sample raised or differed from the CPU (the reason's first line).
+* ``failing``  -- a sample raised or differed from the CPU (the reason's first line; for a
+  difference, the greatest absolute difference and the tolerance).
 
 Samples are made on the chip (as PyTorch's device-generic tests make them on the device
 under test) and copied to the CPU for the reference with their whole storage, so a view keeps
@@ -132,8 +133,14 @@ def cpu_reference_leaf(value):
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:160]
+    """The error's first line; for a mismatch also ``assert_close``'s greatest absolute difference,
+    which tells rounding from a wrong result."""
+    lines = str(error).strip().splitlines()
+    reason = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    difference = next((line for line in lines if line.startswith("Greatest absolute difference: ")), None)
+    if difference:
+        reason += f" ({difference[0].lower()}{difference[1:]})"
+    return reason[:160]
 
 
 def _same_metadata(got, expected) -> None:

@@ -20,7 +20,8 @@ The keys torch 2.13's parser accepts, and what each does here:
   ``out=`` overload; its functional overload is registered too, built as torchgen's structured
   wrappers are: the output's shape from the op's meta function, then the ``out=`` kernel;
 * ``use_out_as_primary``, ``class_name``, ``extra_headers``: only shape the generated C++,
-  which the chip has none of; checked and kept on the declaration;
+  which the chip has none of; checked and kept on the declaration (torch 2.13's parser lists
+  ``extra_headers`` in its error message but never reads it, so it rejects a YAML that has it);
 * ``full_codegen``, ``non_native``, ``ir_gen``: read by the lazy-tensor generator
   (``gen_lazy_tensor.py``), not by eager registration; kept on the declaration.
 

@@ -3,7 +3,8 @@
 ``toychip.profile().export_chrome_trace("trace.json")`` writes the Trace Event Format
 that ``torch.profiler`` writes for real devices: every op is a complete event (``"ph":
 "X"``) with its start and duration in simulated microseconds, one row (``tid``) per
-stream of each chip (``pid``). Open it in ``chrome://tracing`` or https://ui.perfetto.dev.
+stream of each chip (``pid``), named "stream N" as the rows of ``torch.profiler``'s trace are
+(stream 0 is the default stream). Open it in ``chrome://tracing`` or https://ui.perfetto.dev.
 ``torch.profiler``'s own trace shows the chip beside the CPU ops (:mod:`toychip.kineto`);
 :func:`trace_rows` reads either file back as the rows a viewer draws.
 Chapter 08: reading a profile of a port, copy/compute overlap on streams.
@@ -11,8 +12,9 @@ Chapter 08: reading a profile of a port, copy/compute overlap on streams.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections import defaultdict
-from typing import NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 from .spec import NAME
 
@@ -20,7 +22,7 @@ from .spec import NAME
 def chrome_trace(timeline) -> dict:
     """The events of a :class:`toychip.clock.Profile` timeline as a Trace Event Format dict."""
     events = [{"name": "thread_name", "ph": "M", "pid": f"{NAME}:{device}", "tid": stream,
-               "args": {"name": "default stream" if stream == 0 else f"stream {stream}"}}
+               "args": {"name": f"stream {stream}"}}
               for device, stream in sorted({(e.device, e.stream) for e in timeline})]
     events += [{"name": e.name, "cat": e.engine or "allocator", "ph": "X", "pid": f"{NAME}:{e.device}",
                 "tid": e.stream, "ts": e.start_us, "dur": e.duration_us} for e in timeline]
@@ -100,3 +102,23 @@ def device_ops(path: str) -> list[DeviceOp]:
         ops.append(DeviceOp(e["name"], *trace.row(e), cpu_ops.get(e.get("args", {}).get("External id"), ""),
                             queued, e["dur"]))
     return ops
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal or notebook: East Asian wide characters take two."""
+    return sum(2 if unicodedata.east_asian_width(char) in ("W", "F") else 1 for char in text)
+
+
+def text_table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """``rows`` under ``header`` in aligned columns, padded by display width so that Chinese
+    headings line up; numbers right-aligned, floats with three decimals (nanoseconds in us)."""
+    rows = [list(row) for row in rows]
+    right = [all(isinstance(row[i], (int, float)) for row in rows) for i in range(len(header))]
+    lines = [list(header)] + [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in rows]
+    widths = [max(display_width(line[i]) for line in lines) for i in range(len(header))]
+
+    def padded(text: str, i: int) -> str:
+        pad = " " * (widths[i] - display_width(text))
+        return pad + text if right[i] else text + pad
+
+    return "\n".join("  ".join(padded(text, i) for i, text in enumerate(line)).rstrip() for line in lines)

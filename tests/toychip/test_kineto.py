@@ -1,5 +1,6 @@
 """Does torch.profiler see the chip? Its exported trace and key_averages() against the simulated clock."""
 import json
+import os
 from collections import defaultdict
 
 import pytest
@@ -8,7 +9,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import toychip
 from toychip import kineto, ledger
-from toychip.trace import device_ops, trace_rows
+from toychip.trace import device_ops, text_table, trace_rows
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
@@ -139,3 +140,18 @@ def test_require_says_when_torch_has_no_kineto(monkeypatch):
     monkeypatch.setattr(torch.autograd, "kineto_available", lambda: False)
     with pytest.raises(RuntimeError, match="without Kineto"):
         kineto.require()
+
+
+def test_kinetos_own_start_stop_lines_are_dropped_and_the_rest_of_stderr_kept(capfd):
+    with kineto.without_kineto_log_lines():
+        with profile(activities=ACTIVITIES):
+            torch.ones(2, device="toychip").add_(1)
+        os.write(2, b"a line of our own\n")
+    err = capfd.readouterr().err
+    assert "profiler_start" not in err and "profiler_stop" not in err
+    assert "a line of our own" in err
+
+
+def test_text_table_pads_chinese_headings_by_display_width():
+    lines = text_table(["行", "时长 us"], [("stream 0", 1.5), ("stream 12", 10.25)]).splitlines()
+    assert lines == ["行         时长 us", "stream 0     1.500", "stream 12   10.250"]

@@ -31,10 +31,11 @@ def test_op_without_a_kernel_is_fallback_and_names_the_aten_op(verdicts):
     assert (rows["cumsum", "forward"].status, rows["cumsum", "forward"].fallback_ops) == ("fallback", ("cumsum.out",))
 
 
-def test_wrong_kernel_is_failing_with_the_reason(verdicts):
+def test_wrong_kernel_is_failing_with_the_reason_and_the_greatest_difference(verdicts):
     _, rows = verdicts
     assert rows["exp", "forward"].status == "failing"
-    assert rows["exp", "forward"].reason.startswith("AssertionError: Tensor-likes are not close!")
+    assert rows["exp", "forward"].reason.startswith("AssertionError: Tensor-likes are not close! "
+                                                    "(greatest absolute difference: 1.0")
 
 
 def test_kernel_wrong_on_strided_inputs_fails_only_the_noncontiguous_variant(verdicts):

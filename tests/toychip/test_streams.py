@@ -160,7 +160,7 @@ def test_chrome_trace_has_one_row_per_stream_and_the_overlap(tmp_path):
     ops = {e["name"]: e for e in events if e["ph"] == "X"}
     assert ops["copy:to_chip"]["tid"] == side.stream_id and ops["mm.default"]["tid"] == 0
     assert ops["copy:to_chip"]["ts"] == ops["mm.default"]["ts"] == 0.0     # they overlap
-    assert {e["args"]["name"] for e in events if e["ph"] == "M"} == {"default stream", f"stream {side.stream_id}"}
+    assert {e["args"]["name"] for e in events if e["ph"] == "M"} == {"stream 0", f"stream {side.stream_id}"}
     del nxt, y
 
 
