@@ -65,10 +65,17 @@ class Timeline:
         """``stream`` starts nothing more before ``time_us`` (it waits for an event)."""
         self.stream_us[stream] = max(self.now(stream), time_us)
 
-    def host_waits(self, stream: StreamKey | None = None) -> None:
-        """The host waits until ``stream`` (``None``: every stream) is done; later work starts after."""
-        ends = self.stream_us.values() if stream is None else (self.now(stream),)
-        self.host_us = max([self.host_us, *ends])
+    def host_waits(self, stream: StreamKey | None = None, device: int | None = None) -> None:
+        """The host waits until ``stream`` is done (``None``: every stream, of ``device`` if given);
+        later work starts after."""
+        if stream is not None:
+            self.host_waits_until(self.now(stream))
+        else:
+            self.host_waits_until(max((t for s, t in self.stream_us.items() if device in (None, s[0])), default=0.0))
+
+    def host_waits_until(self, time_us: float) -> None:
+        """The host issues nothing more before ``time_us`` (it waited for an event)."""
+        self.host_us = max(self.host_us, time_us)
 
     # The ledger posts each charge to every open profile and to the clock through these.
     def add_kernel(self, name: str, stream: StreamKey, time_us: float, nbytes: int, flops: int) -> None:
@@ -166,10 +173,11 @@ def charge_copy(direction: str, nbytes: int, blocking: bool = True) -> None:
             p.host_waits(stream)
 
 
-def host_waits(stream: StreamKey | None = None) -> None:
-    """``synchronize()``: on every timeline, the host waits for ``stream`` (``None``: all of them)."""
+def host_waits(stream: StreamKey | None = None, device: int | None = None) -> None:
+    """``synchronize()``: on every timeline, the host waits for ``stream`` (``None``: all of them,
+    of ``device`` if given)."""
     for p in _timelines():
-        p.host_waits(stream)
+        p.host_waits(stream, device)
 
 
 def charge_malloc(nbytes: int) -> None:

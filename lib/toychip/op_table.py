@@ -331,8 +331,9 @@ def _result_dtype(result: np.ndarray, entry: OpEntry, args, half: torch.dtype) -
     return _pointwise_dtype(args) if entry.kernel.kind == "pointwise" else half
 
 
-def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
-    """A kernel on 16-bit floats: it ran on float32 copies; round the results back.
+def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype, stream):
+    """A kernel on 16-bit floats: it ran on float32 copies; round the results back (``stream``:
+    the race report's, see :func:`eager_kernel`).
 
     Real chips do the same (compute in float32, store in 16 bits); rounding each op's
     result is also what PyTorch's CPU kernels do, so the bits match. ``half`` is the dtype
@@ -354,6 +355,8 @@ def _run_half(entry: OpEntry, name: str, args, arrays, kw, half: torch.dtype):
         _write_arguments(entry, args, computed)
     device = device_of(args)
     wrapped = tuple(_wrap_result(r, device) for r in stored[:len(entry.op._schema.returns)])
+    if stream is not None:
+        races.produced(name, wrapped)  # a race on the results names this kernel as their writer
     return wrapped if isinstance(result, tuple) else wrapped[0]
 
 
@@ -415,7 +418,7 @@ def eager_kernel(entry: OpEntry) -> Callable:
         NATIVE_COUNTS[name] += 1
         requested = kwargs.get("dtype")  # a reduction's dtype= names its result's dtype
         if half is not None or requested in HALF_DTYPES:
-            return _run_half(entry, name, args, arrays, kw, requested or half)
+            return _run_half(entry, name, args, arrays, kw, requested or half, stream)
         if inplace:
             result = fn(*arrays, out=arrays[0], **kw)
         else:
@@ -429,11 +432,15 @@ def eager_kernel(entry: OpEntry) -> Callable:
             if writes:
                 _write_arguments(entry, args, result)
             device = device_of(args)
-            return tuple(_wrap_result(r, device) for r in result[:returns])
-        first = arrays[0]  # a Python scalar for pow.Scalar
-        if promotes and result.dtype.kind != "b" and (not isinstance(first, np.ndarray) or result.dtype != first.dtype):
-            result = _promoted(result, args)
-        return wrap(result, device=device_of(args))
+            outputs = tuple(_wrap_result(r, device) for r in result[:returns])
+        else:
+            first = arrays[0]  # a Python scalar for pow.Scalar
+            if promotes and result.dtype.kind != "b" and (not isinstance(first, np.ndarray) or result.dtype != first.dtype):
+                result = _promoted(result, args)
+            outputs = wrap(result, device=device_of(args))
+        if stream is not None:
+            races.produced(name, outputs)  # a race on the results names this kernel as their writer
+        return outputs
 
     return run
 
@@ -460,22 +467,24 @@ def _watched(name: str, reads=(), writes=()):
 def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
     """Every ``.to()``/``.cpu()``/``copy_`` touching the chip lands here: H2D, D2H or D2D.
 
-    A host<->chip copy is *blocking* -- the host waits for it, and so does all work issued
-    after it -- unless it is ``non_blocking`` and its host tensor is pinned: CUDA's
-    ``copy_`` then calls ``cudaMemcpyAsync`` alone; otherwise it synchronises the stream
-    (``memcpy_and_sync``), and a pageable source is staged by the driver anyway.
+    On the simulated clock a host<->chip copy is *blocking* -- the host waits for it, and so
+    does all work issued after it -- unless it is ``non_blocking`` and its host tensor is
+    pinned: CUDA's ``copy_`` then calls ``cudaMemcpyAsync`` alone; with ``non_blocking=False``
+    it synchronises the stream (``memcpy_and_sync``), and a pageable source is staged by the
+    driver, which takes the host's time. For the race report only ``non_blocking=False`` is a
+    host wait: ``cudaMemcpyAsync`` from pageable memory may return before the data has arrived.
     """
-    stream = _watched("_copy_from", reads=(src,), writes=(dst,))
+    stream = _watched("_copy_from.default", reads=(src,), writes=(dst,))
     if dst.device.type == "cpu":
         data = as_numpy(src)
         dst.copy_(host_tensor(np.asarray(data, order="C")))
-        _charge_host_copy("to_cpu", data.nbytes, non_blocking and dst.is_pinned(), stream)
+        _charge_host_copy("to_cpu", data.nbytes, non_blocking, non_blocking and dst.is_pinned(), stream)
         return dst
     target = as_numpy(dst)
     if src.device.type == "cpu":
         check_dtype(src.dtype)
         data = host_array(src)
-        _charge_host_copy("to_chip", data.nbytes, non_blocking and src.is_pinned(), stream)
+        _charge_host_copy("to_chip", data.nbytes, non_blocking, non_blocking and src.is_pinned(), stream)
     else:
         data = as_numpy(src)
         if ledger.charging():
@@ -485,11 +494,12 @@ def _copy_from(src: Tensor, dst: Tensor, non_blocking: bool = False) -> Tensor:
     return dst
 
 
-def _charge_host_copy(direction: str, nbytes: int, asynchronous: bool, stream) -> None:
-    """A host<->chip copy on the clock; unless ``asynchronous``, the host waits for its stream."""
+def _charge_host_copy(direction: str, nbytes: int, non_blocking: bool, from_pinned: bool, stream) -> None:
+    """A host<->chip copy: on the clock the host waits for its stream unless it is ``non_blocking``
+    ``from_pinned`` memory; for the race report (``stream``: watched) unless it is ``non_blocking``."""
     if ledger.charging():
-        ledger.charge_copy(direction, nbytes, blocking=not asynchronous)
-    if not asynchronous and stream is not None:
+        ledger.charge_copy(direction, nbytes, blocking=not from_pinned)
+    if not non_blocking and stream is not None:
         races.host_waits(stream)
 
 
@@ -547,14 +557,14 @@ def _reshape_alias(t, size, stride):
 
 def _local_scalar_dense(t):
     """``.item()``: a blocking copy of one element to the host."""
-    stream = _watched("_local_scalar_dense", reads=(t,))
+    stream = _watched("_local_scalar_dense.default", reads=(t,))
     value = values_of(as_numpy(t)).item()
-    _charge_host_copy("to_cpu", t.element_size(), False, stream)
+    _charge_host_copy("to_cpu", t.element_size(), False, False, stream)
     return value
 
 
-def _fill(t, value):
-    _watched("fill_", reads=(value,), writes=(t,))
+def _fill(t, value, name: str | None = None):
+    _watched(name or ("fill_.Tensor" if isinstance(value, Tensor) else "fill_.Scalar"), reads=(value,), writes=(t,))
     target = as_numpy(t)
     store(target, as_numpy(value) if isinstance(value, Tensor) else value, t.dtype)
     if ledger.charging():
@@ -563,11 +573,11 @@ def _fill(t, value):
 
 
 def _zero(t):
-    return _fill(t, 0)
+    return _fill(t, 0, "zero_.default")
 
 
 def _normal(t, mean=0.0, std=1.0, *, generator=None):
-    _watched("normal_", writes=(t,))
+    _watched("normal_.default", writes=(t,))
     target = as_numpy(t)
     store(target, device.rng(generator, t.device).normal(mean, std, target.shape), t.dtype)
     if ledger.charging():
@@ -576,7 +586,7 @@ def _normal(t, mean=0.0, std=1.0, *, generator=None):
 
 
 def _uniform(t, low=0.0, high=1.0, *, generator=None):
-    _watched("uniform_", writes=(t,))
+    _watched("uniform_.default", writes=(t,))
     target = as_numpy(t)
     store(target, device.rng(generator, t.device).uniform(low, high, target.shape), t.dtype)
     if ledger.charging():
@@ -588,7 +598,7 @@ def _clone(t, memory_format=None):
     """``clone`` (``contiguous(memory_format=...)`` too) into memory laid out as the CPU lays
     it out: ``preserve_format`` keeps a dense input's strides, ``channels_last`` is NHWC."""
     out = torch.empty_like(t, memory_format=torch.preserve_format if memory_format is None else memory_format)
-    _watched("clone", reads=(t,), writes=(out,))
+    _watched("clone.default", reads=(t,), writes=(out,))
     source, target = as_numpy(t), as_numpy(out)
     clone_kernel = KERNELS["clone"]
     clone_kernel.fn(source, out=target)
@@ -637,12 +647,12 @@ MEMORY_OPS = {
 OUT_VARIANTS = {"mm.out": "mm.default", "bmm.out": "bmm.default", "addmm.out": "addmm.default"}
 
 
-def out_variant(functional: Callable) -> Callable:
+def out_variant(functional: Callable, name: str) -> Callable:
     """``op.out(..., out=t)``: the functional kernel's one launch, its result written into
     ``t`` (resized to fit, as ATen's out= ops do), ``t`` returned."""
     def run(*args, out, **kwargs):
         result = functional(*args, **kwargs)
-        _watched("out=", writes=(out,))
+        _watched(name, writes=(out,))
         if out.shape != result.shape:
             resize(out, result.shape)
         np.copyto(as_numpy(out), as_numpy(result))
@@ -659,7 +669,7 @@ def eager_kernels() -> dict[str, Callable]:
     for op, entry in OP_TABLE.items():
         kernels[registration.op_name(op)] = eager_kernel(entry)
     for name, functional in OUT_VARIANTS.items():
-        kernels[name] = out_variant(kernels[registration.op_name(_overload(functional))])
+        kernels[name] = out_variant(kernels[registration.op_name(_overload(functional))], name)
     kernels["clone"] = _clone  # the table's clone kernel, into a result laid out as the CPU's
     return kernels
 

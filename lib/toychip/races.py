@@ -8,31 +8,39 @@ bookkeeping of ``torch/cuda/_sanitizer.py`` (``TORCH_CUDA_SANITIZER=1``):
 * each stream has a *vector clock*: its own count of launched ops, and for every other
   stream the count it is known to have waited for. ``Event.record`` copies the recording
   stream's clock into the event; ``Event.wait`` (``wait_stream`` records and waits on one)
-  joins it into the waiting stream's. The host has a clock too: ``synchronize()`` and a
-  blocking copy make the host wait for a stream, and every stream issued later waits too;
+  joins it into the waiting stream's. The host has a clock too: a synchronisation
+  (``torch.toychip.synchronize()``, ``torch.accelerator.synchronize()``, ``Stream.synchronize()``,
+  ``Event.synchronize()``: up to the event's record) and a copy with ``non_blocking=False``
+  make the host wait for a stream, and every stream issued later waits too;
 * each storage remembers its last write (stream, count, op) and the reads since;
 * an op on stream ``S`` that reads a storage last written on ``W != S`` -- or writes one
   read or written on another stream -- when ``S``'s clock has not reached that access is a
-  **data race**;
-* a block the caching allocator hands out again (:mod:`toychip.allocator`) while another
-  stream may still use it -- a tensor used on a side stream and freed without
-  ``Tensor.record_stream`` -- is one too: the race ``record_stream`` exists to prevent.
+  **data race**.
 
-A race is a :class:`RaceWarning` by default (``warnings``: one line naming the op, the two
-streams and the tensor, English and Chinese), a :class:`RaceError` in strict mode, and
-nothing when off. ``TOYCHIP_SANITIZER=strict|warn|off`` sets the mode for the process;
-``with toychip.sanitizer("strict"):`` for a block. It is separate from ``toychip.strict()``,
-which is about CPU fallbacks: a port can be fully native and still race, and tests that
-assert no fallback should not fail on a missing ``wait_stream``.
+Two things differ from the CUDA sanitizer. It cannot see a missing ``record_stream`` (it
+forgets a tensor when it is freed, and skips ``aten.record_stream``); here a block the
+caching allocator (:mod:`toychip.allocator`) hands out again while another stream may still
+use it -- a tensor used on a side stream and freed without ``Tensor.record_stream`` -- is
+reported too: the race ``record_stream`` exists to prevent. And it has one mode, raising
+``CUDASanitizerErrors``; here a race is a :class:`RaceWarning` by default (``warnings``: one
+line naming the op, the two streams and the tensor, English and Chinese), a
+:class:`RaceError` in strict mode, and nothing when off. ``TOYCHIP_SANITIZER=strict|warn|off``
+sets the mode for the process; ``with toychip.sanitizer("strict"):`` for a block. It is
+separate from ``toychip.strict()``, which is about CPU fallbacks: a port can be fully native
+and still race, and tests that assert no fallback should not fail on a missing ``wait_stream``.
 
 What is watched: the chip's eager kernels and memory ops (copies, fills, random fills,
 ``.item()``) through :mod:`toychip.op_table`. Not watched: ops that fall back to the CPU,
-compiled graphs and lazy mode, and ``torch.Event.synchronize`` / ``torch.accelerator.synchronize``
-(the C++ guard does not tell Python; ``torch.toychip.synchronize()`` and
-``Stream.synchronize()`` do). Nothing is recorded until work is first queued on a side
-stream (a stream other than a chip's default), so single-stream programs pay two C calls
-per op; work done before that counts as finished for every stream. A judge whose verdict must
-not depend on what ran earlier in the process opens :func:`watching`.
+compiled graphs and lazy mode, and the host's own reads and writes of pinned memory -- a
+pinned staging buffer refilled on the host (``stage.copy_(batch)``) while an earlier
+``non_blocking`` copy from it may still run is a race on a real chip, which neither this
+report nor the CUDA sanitizer sees. A ``non_blocking=True`` copy from pageable memory counts as
+asynchronous here, as ``cudaMemcpyAsync`` may return before the data has arrived (the
+simulated clock still makes the host wait for it, see :mod:`toychip.ledger`). Nothing is
+recorded until work is first queued on a side stream (a stream other than a chip's default),
+so single-stream programs pay two C calls per op; work done before that counts as finished
+for every stream. A judge whose verdict must not depend on what ran earlier in the process
+opens :func:`watching`.
 """
 from __future__ import annotations
 
@@ -184,16 +192,31 @@ def forget_event(event_id: int) -> None:
 def host_waits(stream: StreamKey) -> None:
     """The host waits for ``stream`` (``Stream.synchronize``, a blocking copy): work issued later,
     on any stream, comes after all of it."""
-    done = _clock(stream)
+    _host_reaches(_clock(stream))
+
+
+def host_waits_for_event(event_id: int) -> None:
+    """``Event.synchronize``: the host waits for what the event's stream had done when it was recorded."""
+    seen = _events.get(event_id)
+    if seen is not None:
+        _host_reaches(seen)
+
+
+def _host_reaches(done: dict[StreamKey, int]) -> None:
     _join(_host, done)
     for clock in _clocks.values():
         _join(clock, done)
 
 
-def synchronize() -> None:
-    """``torch.toychip.synchronize()``: the host waits for every stream. Every stream's clock
-    would then be the host's, so the clocks are dropped: a stream seen again starts from the
-    host's (:func:`_clock`), and the bookkeeping stays as small as the streams used since."""
+def synchronize(device: int | None = None) -> None:
+    """``torch.toychip.synchronize()``: the host waits for every stream (of ``device``, if given).
+    After waiting for all of them every stream's clock would be the host's, so the clocks are
+    dropped: a stream seen again starts from the host's (:func:`_clock`), and the bookkeeping
+    stays as small as the streams used since."""
+    if device is not None:
+        for stream in [s for s in _clocks if s[0] == device]:
+            host_waits(stream)
+        return
     for clock in _clocks.values():
         _join(_host, clock)
     _clocks.clear()
@@ -218,17 +241,28 @@ def access_of(storage) -> Access:
         return access
 
 
+ALLOCATION = "allocation"  # the "op" of new memory until a kernel claims it as its result (see produced)
+
+
 def fresh(storage) -> None:
-    """A new storage: written by the op that made it, on the stream it runs on."""
+    """A new storage: written, on the stream it is allocated on, by the op that made it."""
     if not _watching:
         return
     stream = stream_of_work()
     if stream is not None:
         stream = _on_device(stream, storage.device.index)
         access = access_of(storage)
-        access.writer, access.seq, access.op, access.reads = stream, own_count(stream), "allocation", {}
+        access.writer, access.seq, access.op, access.reads = stream, own_count(stream), ALLOCATION, {}
         if storage._block is not None:  # new memory, new lease
             storage._block.access = access
+
+
+def produced(name: str, results) -> None:
+    """The kernel ``name`` made ``results`` (a tensor or a tuple): a race on them names it as their writer."""
+    for t in _chip_tensors(results if isinstance(results, tuple) else (results,)):
+        access = access_of(t.untyped_storage())
+        if access.op == ALLOCATION:
+            access.op = name
 
 
 def op(name: str, stream: StreamKey, reads=(), writes=()) -> None:
@@ -291,17 +325,22 @@ def _name(stream: StreamKey) -> str:
     return f"toychip:{stream[0]} stream {stream[1]}"
 
 
+def _op(name: str) -> str:
+    """An op as reports name it: ``aten.mm.default``, or ``its allocation``."""
+    return "its allocation" if name == ALLOCATION else f"aten.{name}"
+
+
 def _report(name: str, verb: str, stream: StreamKey, other: StreamKey, other_op: str, t) -> None:
     what = f"tensor {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} (storage {t.untyped_storage().data_ptr():#x})"
     _raise_or_warn(
-        f"toychip data race: aten.{name} on {_name(stream)} {verb} {what}, used by {other_op} on {_name(other)} "
-        f"with no wait_stream/Event.wait since (数据竞争：{_name(stream)} 上的 {name} 没有先等待 {_name(other)})")
+        f"toychip data race: {_op(name)} on {_name(stream)} {verb} {what}, used by {_op(other_op)} on {_name(other)} "
+        f"with no wait_stream/Event.wait since (数据竞争：{_name(stream)} 上的 {_op(name)} 没有先等待 {_name(other)})")
 
 
 def _report_reuse(stream: StreamKey, other: StreamKey, other_op: str, nbytes: int) -> None:
     _raise_or_warn(
         f"toychip data race: the caching allocator gives {_name(stream)} a freed block of {nbytes} bytes that "
-        f"{other_op} on {_name(other)} may still be using; call tensor.record_stream() for that stream before "
+        f"{_op(other_op)} on {_name(other)} may still be using; call tensor.record_stream() for that stream before "
         f"freeing it (数据竞争：块被释放时另一条流可能还在用它，释放前应调用 record_stream)")
 
 

@@ -42,11 +42,16 @@ caching allocator: ``stats(device) -> dict`` with ``torch.cuda.memory_stats()`` 
 Streams and events (the guard's; times from the simulated clock)::
 
     current_stream_id(device_index) -> int      # of the calling thread; 0 is the default
-    set_event_hooks(record, block, elapsed, destroy); event_hooks()   # the four given last
+    set_event_hooks(record, block, elapsed, destroy,
+                    synchronize_stream=None, synchronize_event=None, synchronize_device=None)
+    event_hooks()                               # the seven given last
 
 ``record(event_id, device, stream_id)``, ``block(event_id, device, stream_id)``,
-``elapsed(start_id, end_id) -> float ms``, ``destroy(event_id)``; called with the GIL
-held. Without them ``record``/``wait`` do nothing and ``elapsed_time`` raises.
+``elapsed(start_id, end_id) -> float ms``, ``destroy(event_id)``; the host waiting in
+``Stream.synchronize`` / ``Event.synchronize`` / ``torch.accelerator.synchronize``:
+``synchronize_stream(device, stream_id)``, ``synchronize_event(event_id)``,
+``synchronize_device(device)``. Called with the GIL held. Without them ``record``/``wait``
+/``synchronize`` do nothing and ``elapsed_time`` raises.
 
 Profiler (the Kineto activity profiler's Python half, :mod:`toychip.kineto`)::
 

@@ -26,10 +26,13 @@ finished (in NumPy) when its call returns -- so results never depend on streams,
 own clock: each stream of each chip has its own clock, an op starts when its stream and
 its engine are free (:mod:`toychip.ledger` asks the guard which stream work is queued on).
 
-The guard hands each event's ``record``, ``wait`` and ``elapsed_time`` to this module
-(``runtime.set_event_hooks``). Recording notes the stream's simulated time on every
-timeline; waiting makes a stream wait for that time; ``elapsed_time`` is simulated
-milliseconds. The chips' clock runs while a recorded event is alive (from 0, every stream
+The guard hands each event's ``record``, ``wait``, ``synchronize`` and ``elapsed_time``, and
+each stream's and device's ``synchronize``, to this module (``runtime.set_event_hooks``).
+Recording notes the stream's simulated time on every timeline; waiting makes a stream wait
+for that time; synchronising makes the host wait for it (for a stream or a device: for
+everything queued there), so ``torch.accelerator.synchronize()`` and ``Event.synchronize()``
+count as ``torch.toychip.synchronize()`` does; ``elapsed_time`` is simulated milliseconds.
+The chips' clock runs while a recorded event is alive (from 0, every stream
 idle: nothing is pending when it starts), so events time work with no profile open; on it,
 recording an event itself takes ``ChipSpec.event_us``, so two events recorded back to back
 are apart, as on a real chip. Events recorded inside one profile read that profile's
@@ -62,17 +65,13 @@ class Stream(torch.Stream):
     def __repr__(self) -> str:
         return f"<torch.toychip.Stream device={self.device} stream_id={self.stream_id}>"
 
-    def synchronize(self) -> None:
-        """The host waits until this stream's work is done: later work on any stream starts after it."""
-        super().synchronize()
-        host_waits((self.device_index, self.stream_id))
 
-
-def host_waits(stream: ledger.StreamKey | None = None) -> None:
-    """The host waits for ``stream`` (``None``: every stream): on the simulated clock and for the race report."""
-    ledger.host_waits(stream)
+def host_waits(stream: ledger.StreamKey | None = None, device: int | None = None) -> None:
+    """The host waits for ``stream`` (``None``: every stream, of ``device`` if given): on the
+    simulated clock and for the race report."""
+    ledger.host_waits(stream, device)
     if stream is None:
-        races.synchronize()
+        races.synchronize(device)
     else:
         races.host_waits(stream)
 
@@ -123,6 +122,25 @@ def _on_elapsed(start_id: int, end_id: int) -> float:
     return next(ends[id(t)] - time_us for t, time_us in start.marks if id(t) in ends) / 1000.0
 
 
+def _on_synchronize_stream(device: int, stream_id: int) -> None:
+    """``Stream.synchronize``: later work on any stream starts after this stream's."""
+    host_waits((device, stream_id))
+
+
+def _on_synchronize_event(event_id: int) -> None:
+    """``Event.synchronize``: the host waits for the work its stream had queued when it was recorded."""
+    recorded = _recorded.get(event_id)
+    if recorded is not None:
+        for timeline, time_us in recorded.marks:
+            timeline.host_waits_until(time_us)
+    races.host_waits_for_event(event_id)
+
+
+def _on_synchronize_device(device: int) -> None:
+    """``torch.accelerator.synchronize(device)``: the host waits for every stream of the chip."""
+    host_waits(device=device)
+
+
 def _on_destroy(event_id: int) -> None:
     _recorded.pop(event_id, None)
     races.forget_event(event_id)
@@ -159,5 +177,6 @@ def stream(s: torch.Stream | None):
 
 
 def register() -> None:
-    """Let the guard's events read and move the simulated clock."""
-    runtime.set_event_hooks(_on_record, _on_block, _on_elapsed, _on_destroy)
+    """Let the guard's events and synchronisations read and move the simulated clock."""
+    runtime.set_event_hooks(_on_record, _on_block, _on_elapsed, _on_destroy,
+                            _on_synchronize_stream, _on_synchronize_event, _on_synchronize_device)

@@ -33,23 +33,59 @@ def copy_on(stream, host):
 def test_reading_a_copy_without_wait_stream_warns_naming_the_op_and_both_streams(side):
     nxt = copy_on(side, torch.randn(8, 8).pin_memory())
     with pytest.warns(RaceWarning, match=rf"aten.relu.default on toychip:0 stream 0 reads tensor \(8, 8\) "
-                                         rf"float32.*_copy_from on toychip:0 stream {side.stream_id}.*数据竞争"):
+                                         rf"float32.*aten._copy_from.default on toychip:0 stream {side.stream_id}.*数据竞争"):
         torch.relu(nxt)
 
 
-@pytest.mark.parametrize("sync", ["wait_stream", "event", "stream_synchronize", "device_synchronize"])
+SYNCS = {
+    "wait_stream": lambda side: tc.current_stream().wait_stream(side),
+    "event": lambda side: tc.current_stream().wait_event(side.record_event()),
+    "stream_synchronize": lambda side: side.synchronize(),
+    "device_synchronize": lambda side: tc.synchronize(),
+    "event_synchronize": lambda side: side.record_event().synchronize(),
+    "accelerator_synchronize": lambda side: torch.accelerator.synchronize(),
+}
+
+
+@pytest.mark.parametrize("sync", SYNCS)
 def test_waiting_for_the_stream_removes_the_race(side, sync):
     nxt = copy_on(side, torch.randn(8, 8).pin_memory())
-    if sync == "wait_stream":
-        tc.current_stream().wait_stream(side)
-    elif sync == "event":
-        tc.current_stream().wait_event(side.record_event())
-    elif sync == "stream_synchronize":
-        side.synchronize()
-    else:
-        tc.synchronize()
+    SYNCS[sync](side)
     with toychip.sanitizer("strict"):
         torch.relu(nxt)
+
+
+@pytest.mark.parametrize("sync", ["stream_synchronize", "event_synchronize", "accelerator_synchronize"])
+def test_a_host_synchronisation_makes_later_work_start_after_the_copy_on_the_clock(side, sync):
+    def run(wait):
+        with toychip.profile() as p:
+            copy_on(side, host)
+            wait(side)
+            torch.relu(torch.ones(8, device="toychip"))
+        return p
+
+    host = torch.randn(256, 256).pin_memory()
+    assert run(lambda side: None).elapsed_us < run(lambda side: None).time_us     # unsynchronised: they overlap
+    synchronised = run(SYNCS[sync])
+    assert synchronised.elapsed_us == pytest.approx(synchronised.time_us)        # the kernels waited for the copy
+
+
+def test_event_synchronize_waits_only_for_work_queued_before_the_record(side):
+    copy_on(side, torch.randn(8).pin_memory())
+    recorded = side.record_event()
+    later = copy_on(side, torch.randn(8).pin_memory())
+    recorded.synchronize()
+    with toychip.sanitizer("strict"), pytest.raises(RaceError, match="aten._copy_from.default"):
+        torch.relu(later)
+
+
+def test_accelerator_synchronize_waits_only_for_its_own_chip():
+    other = tc.Stream(device=1)
+    with tc.stream(other):
+        on_chip_1 = torch.randn(8).pin_memory().to("toychip:1", non_blocking=True)
+    torch.accelerator.synchronize(0)
+    with toychip.sanitizer("strict"), pytest.raises(RaceError, match="toychip:1 stream 0 reads"):
+        torch.relu(on_chip_1)
 
 
 def test_strict_mode_raises_and_off_is_silent(side):
@@ -64,9 +100,23 @@ def test_strict_mode_raises_and_off_is_silent(side):
 def test_a_blocking_copy_is_no_race_the_host_waited(side):
     for host in (torch.randn(8), torch.randn(8).pin_memory()):
         with tc.stream(side):
-            nxt = host.to("toychip", non_blocking=not host.is_pinned())   # pageable, or not non_blocking
+            nxt = host.to("toychip", non_blocking=False)
         with toychip.sanitizer("strict"):
             nxt * 2
+
+
+def test_a_non_blocking_copy_from_pageable_memory_still_races(side):
+    """cudaMemcpyAsync from pageable memory may return before the data has arrived."""
+    nxt = copy_on(side, torch.randn(8))
+    with toychip.sanitizer("strict"), pytest.raises(RaceError, match="aten.mul.Tensor on toychip:0 stream 0 reads"):
+        nxt * 2
+
+
+def test_a_race_names_the_kernel_that_wrote_the_tensor(side):
+    with tc.stream(side):
+        made = torch.ones(8, device="toychip").exp()
+    with toychip.sanitizer("strict"), pytest.raises(RaceError, match="used by aten.exp.default on"):
+        torch.relu(made)
 
 
 def test_writing_in_place_what_another_stream_reads_is_a_race(side):

@@ -69,11 +69,12 @@ std::shared_ptr<PyCallable> callable(const py::object& f, const char* name) {
   return std::make_shared<PyCallable>(f);
 }
 
-// The callables each set_*_hooks call was given last (four Nones: none), for Python to save
+// The callables each set_*_hooks call was given last (all None: none), for Python to save
 // and restore. Leaked, like the hooks: no Python object may be released after the interpreter.
 struct RegisteredHooks {
   py::object memory = py::make_tuple(py::none(), py::none(), py::none(), py::none());
-  py::object events = memory;
+  py::object events = py::make_tuple(py::none(), py::none(), py::none(), py::none(), py::none(), py::none(),
+                                     py::none());
   py::object profiler = py::make_tuple(py::none(), py::none());
 };
 RegisteredHooks& registered() {
@@ -170,8 +171,9 @@ void set_memory_hooks_py(const py::object& stats, const py::object& reset_peak,
 }
 
 // ---------------------------------------------------------------- events
-void set_event_hooks_py(const py::object& record, const py::object& block,
-                        const py::object& elapsed, const py::object& destroy) {
+void set_event_hooks_py(const py::object& record, const py::object& block, const py::object& elapsed,
+                        const py::object& destroy, const py::object& synchronize_stream,
+                        const py::object& synchronize_event, const py::object& synchronize_device) {
   EventHooks hooks;
   if (auto f = callable(record, "record")) {
     hooks.record = [f](int64_t event, c10::DeviceIndex device, c10::StreamId stream) {
@@ -205,8 +207,27 @@ void set_event_hooks_py(const py::object& record, const py::object& block,
       }
     };
   }
+  if (auto f = callable(synchronize_stream, "synchronize_stream")) {
+    hooks.synchronize_stream = [f](c10::DeviceIndex device, c10::StreamId stream) {
+      py::gil_scoped_acquire gil;
+      (*f)(static_cast<int>(device), stream);
+    };
+  }
+  if (auto f = callable(synchronize_event, "synchronize_event")) {
+    hooks.synchronize_event = [f](int64_t event) {
+      py::gil_scoped_acquire gil;
+      (*f)(event);
+    };
+  }
+  if (auto f = callable(synchronize_device, "synchronize_device")) {
+    hooks.synchronize_device = [f](c10::DeviceIndex device) {
+      py::gil_scoped_acquire gil;
+      (*f)(static_cast<int>(device));
+    };
+  }
   set_event_hooks(std::move(hooks));
-  registered().events = py::make_tuple(record, block, elapsed, destroy);
+  registered().events = py::make_tuple(record, block, elapsed, destroy, synchronize_stream, synchronize_event,
+                                       synchronize_device);
 }
 
 // ---------------------------------------------------------------- profiler
@@ -373,7 +394,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         [](int device) { return current_stream_id(static_cast<c10::DeviceIndex>(device)); },
         py::arg("device_index"));
   m.def("set_event_hooks", &set_event_hooks_py, py::arg("record"), py::arg("block"),
-        py::arg("elapsed"), py::arg("destroy"));
+        py::arg("elapsed"), py::arg("destroy"), py::arg("synchronize_stream") = py::none(),
+        py::arg("synchronize_event") = py::none(), py::arg("synchronize_device") = py::none());
   m.def("event_hooks", []() { return registered().events; });
 
   // profiler: the Kineto session's Python half, and what a launch is stamped with

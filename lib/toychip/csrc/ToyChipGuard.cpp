@@ -135,12 +135,22 @@ bool ToyChipGuardImpl::queryStream(const c10::Stream&) const {
   return true;
 }
 
+// Nothing is pending in the chip itself; the hooks let the simulated clock and the race
+// report know that the host has waited.
 void ToyChipGuardImpl::synchronizeStream(const c10::Stream& stream) const {
   check_device(stream.device_index());
+  auto hooks = event_hooks();
+  if (hooks->synchronize_stream) {
+    hooks->synchronize_stream(stream.device_index(), stream.id());
+  }
 }
 
 void ToyChipGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
-  resolve(device_index);
+  auto device = resolve(device_index);
+  auto hooks = event_hooks();
+  if (hooks->synchronize_device) {
+    hooks->synchronize_device(device);
+  }
 }
 
 // ------------------------------------------------------------------ events
@@ -171,7 +181,15 @@ bool ToyChipGuardImpl::queryEvent(void*) const {
   return true;
 }
 
-void ToyChipGuardImpl::synchronizeEvent(void*) const {}
+void ToyChipGuardImpl::synchronizeEvent(void* event) const {
+  if (event == nullptr) {
+    return;  // never recorded: nothing to wait for (as CUDA)
+  }
+  auto hooks = event_hooks();
+  if (hooks->synchronize_event) {
+    hooks->synchronize_event(event_id(event));
+  }
+}
 
 double ToyChipGuardImpl::elapsedTime(void* start, void* end, c10::DeviceIndex) const {
   auto hooks = event_hooks();

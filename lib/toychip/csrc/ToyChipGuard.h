@@ -17,6 +17,11 @@ struct EventHooks {
   std::function<void(int64_t event, c10::DeviceIndex device, c10::StreamId stream)> block;
   std::function<double(int64_t start, int64_t end)> elapsed;  // milliseconds
   std::function<void(int64_t event)> destroy;
+  // The host waits: for a stream, for the stream an event was recorded on (up to the
+  // record), or for every stream of a device (torch.accelerator.synchronize).
+  std::function<void(c10::DeviceIndex device, c10::StreamId stream)> synchronize_stream;
+  std::function<void(int64_t event)> synchronize_event;
+  std::function<void(c10::DeviceIndex device)> synchronize_device;
 };
 
 void set_event_hooks(EventHooks hooks);  // an empty EventHooks{} unregisters them
