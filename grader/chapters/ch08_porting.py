@@ -123,19 +123,24 @@ def _pipeline_artifact(function, built) -> dict:
     model = models.pipeline_mlp([w.to("toychip") for w in built["weights"]])   # blocking copies: done before the run
     with toychip.profile() as plain:
         models.run_sequentially(model, built["batches"])
+    raced_in_run = True
     with races.watching() as reports, toychip.sanitizer("strict"):
         try:
             with toychip.profile() as p:
                 outputs = function(model, list(built["batches"]))
+            raced_in_run = bool(reports)
             results = _read_back(outputs, len(built["batches"]))   # the caller reads them on its stream
         except Exception:
             if not reports:
                 raise
     if reports:
-        return {"race": reports[0]}
+        return {"race": reports[0] if raced_in_run else f"{reports[0]}{READ_BACK_RACE}"}
     if isinstance(results, str):
         return {"error": results}
     return {"outputs": results, "time_us": round(p.elapsed_us, 6), "sequential_us": round(plain.elapsed_us, 6)}
+
+
+READ_BACK_RACE = "（这是调用者在默认流上读取返回的输出时报出的：返回之前，默认流没有等到输出写完）"
 
 
 def _read_back(outputs, count: int):
@@ -174,8 +179,9 @@ def _compare_pipeline(expected, got) -> Verdict:
                    "同一条流上的工作按顺序执行；主机等待（synchronize、阻塞的拷贝）之后发出的工作也不会提前开始。")
     else:
         message = ("拷贝和计算只重叠了一部分，模拟时间超过参考实现的 "
-                   f"{1 + OVERLAP_MARGIN:g} 倍。看看有没有让主机等待的操作：阻塞的拷贝（non_blocking=False，"
-                   "或源张量不在锁页内存里）会让主机等到拷贝结束，之后发出的内核都不能提前开始。")
+                   f"{1 + OVERLAP_MARGIN:g} 倍。看看有没有让主机等待的操作：阻塞的拷贝（non_blocking=False）会让主机"
+                   "等到拷贝结束；源张量不在锁页内存里时，主机要先把数据搬进驱动的暂存缓冲区 (staging buffer)，"
+                   "模拟时钟把它算作主机等到拷贝结束。主机等待之后发出的内核都不能提前开始。")
     return Verdict(False, message, f"≤ {limit:g} us", f"{got['time_us']:g} us")
 
 

@@ -5,7 +5,10 @@ every vendor runtime keeps freed blocks in a cache and hands them out again; PyT
 ``torch.cuda`` reports on that cache. The toy chip books its memory the same way:
 
 * a request is rounded up to a *size class* (multiples of 512 bytes; above 1 MiB,
-  multiples of 2 MiB -- CUDA's small-block and large-segment granularity);
+  multiples of 2 MiB). This is the toy's simplification: c10 rounds every request to
+  512 bytes (``kMinBlockSize``) and carves blocks out of *segments* -- 2 MiB ones shared by
+  requests up to 1 MiB (``kSmallBuffer``), larger ``kLargeBuffer`` ones for 1-10 MiB, and
+  one segment rounded to 2 MiB (``kRoundLarge``) for each request of 10 MiB or more;
 * a freed block stays *reserved* in the cache; the next request of the same size class
   reuses it (a cache hit: free). Only a miss reserves a new block from the device, and
   costs ``ChipSpec.malloc_us`` on the simulated clock;
@@ -18,11 +21,13 @@ uses: rounding waste plus cached blocks -- fragmentation, shown block by block b
 Streams (``c10/cuda/CUDACachingAllocator.cpp``): each block belongs to the stream it was
 allocated on and is handed out again only to that stream, whose work runs in order. A
 tensor also used on another stream must say so with ``Tensor.record_stream(s)``: when it
-is freed, its block waits (*pending*, c10's ``insert_events``) until the host has waited
-for the work queued on ``s`` until then -- ``synchronize()``, a blocking copy -- and joins
-the cache only then (c10's ``process_events``, run before each allocation). The toy
-chip's host never sees a stream finish on its own: "done" is judged by what the host has
-waited for, deterministically (:func:`toychip.races.host_has_waited`). A block handed out
+is freed, its block waits (*pending*) until the work queued on ``s`` until then is done,
+and joins the cache only then. c10 records an event on each such stream at free time
+(``insert_events``) and, before each later allocation, queries whether they have completed
+(``process_events``); its host never waits for them. The toy chip's host never sees a
+stream finish on its own, so "done" is judged by what the host has waited for --
+``synchronize()`` of a chip, stream or event, a ``non_blocking=False`` copy --
+deterministically (:func:`toychip.races.host_has_waited`). A block handed out
 again while another stream's use of it is not known to be over -- no ``record_stream`` --
 is reported as a data race (:mod:`toychip.races`).
 

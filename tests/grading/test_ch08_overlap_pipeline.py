@@ -5,9 +5,10 @@ import re
 import pytest
 import torch
 
-from answers_ch08 import pipeline_blocking_copies, pipeline_without_record_stream, pipeline_without_wait_stream
+from answers_ch08 import (pipeline_all_on_the_side_stream, pipeline_blocking_copies, pipeline_without_record_stream,
+                          pipeline_without_wait_stream)
 from grader import chapters
-from grader.chapters.ch08_porting import NO_OVERLAP, OVERLAP_MARGIN
+from grader.chapters.ch08_porting import NO_OVERLAP, OVERLAP_MARGIN, READ_BACK_RACE
 from grader.grading.judge import exercise_cases
 from solutions.ch08_porting import run_pipeline
 from toychip import RaceError, races
@@ -63,6 +64,11 @@ def test_a_race_the_learner_catches_still_fails():
             return [model(b.to("toychip")) for b in batches]
 
     assert "aten.mm.default" in produce(swallows_races)["race"]
+
+
+def test_a_race_found_when_the_caller_reads_the_outputs_says_so():
+    assert produce(pipeline_all_on_the_side_stream)["race"].endswith(READ_BACK_RACE)
+    assert not produce(pipeline_without_wait_stream)["race"].endswith(READ_BACK_RACE)
 
 
 def test_the_time_limit_separates_the_reference_from_sequential_and_from_blocking_copies():

@@ -1148,7 +1148,55 @@ def pipeline_prefetch_with_events(model, batches):
     return outputs
 
 
+def pipeline_synchronizes_the_device_per_batch(model, batches):
+    """The host waits for the whole chip (torch.accelerator.synchronize) before each batch, then queues
+    the next copy and this batch's compute: the copy overlaps the compute, and a batch is freed only
+    after the host waited for the work that used it."""
+    side = torch.toychip.Stream()
+
+    def fetch(batch):
+        with torch.toychip.stream(side):
+            return batch.pin_memory().to("toychip", non_blocking=True)
+
+    outputs, upcoming = [], fetch(batches[0])
+    for i in range(len(batches)):
+        torch.accelerator.synchronize()
+        current = upcoming
+        if i + 1 < len(batches):
+            upcoming = fetch(batches[i + 1])
+        outputs.append(model(current))
+    return outputs
+
+
+def pipeline_synchronizes_each_copy_event(model, batches):
+    """An event recorded after each copy; the host waits for it (Event.synchronize) before queuing the
+    compute that reads the batch; record_stream for the batch's block."""
+    compute, side = torch.toychip.current_stream(), torch.toychip.Stream()
+
+    def fetch(batch):
+        with torch.toychip.stream(side):
+            chip = batch.pin_memory().to("toychip", non_blocking=True)
+        return chip, side.record_event()
+
+    outputs, (upcoming, ready) = [], fetch(batches[0])
+    for i in range(len(batches)):
+        ready.synchronize()
+        current = upcoming
+        current.record_stream(compute)
+        if i + 1 < len(batches):
+            upcoming, ready = fetch(batches[i + 1])
+        outputs.append(model(current))
+    return outputs
+
+
+pipeline_event_synchronize_without_record_stream = mutant(
+    pipeline_synchronizes_each_copy_event, "pipeline_event_synchronize_without_record_stream",
+    ("        current.record_stream(compute)\n", ""))
+
+
 WRONG_ANSWERS += [
+    ("08.overlap_without_races", pipeline_event_synchronize_without_record_stream,
+     "the host waited for each copy, so a freed batch's block is safe to hand to the next copy"),
     ("08.overlap_without_races", pipeline_without_wait_stream,
      "a tensor returned by a copy is ready: the next op on it waits for the copy by itself"),
     ("08.overlap_without_races", pipeline_waits_the_wrong_way,
@@ -1174,6 +1222,10 @@ WRONG_ANSWERS += [
 RIGHT_ANSWERS += [
     ("08.overlap_without_races", pipeline_double_buffered,
      "two preallocated buffers and events both ways (no record_stream, no allocation per batch)"),
+    ("08.overlap_without_races", pipeline_synchronizes_the_device_per_batch,
+     "torch.accelerator.synchronize() before each batch: no wait_stream, no record_stream, still overlapped"),
+    ("08.overlap_without_races", pipeline_synchronizes_each_copy_event,
+     "the host waits for each copy's event (Event.synchronize) instead of the default stream"),
     ("08.overlap_without_races", pipeline_prefetch_with_events,
      "a generator prefetching one batch, an event per copy waited on with wait_event"),
 ]
