@@ -983,3 +983,61 @@ def test_layer_norm_over_one_element_has_an_exactly_zero_weight_gradient_the_cpu
     (chip_grad,) = torch.autograd.grad(torch.nn.functional.layer_norm(x.to("toychip"), (1,), chip_weight).sum(),
                                        chip_weight)
     assert chip_grad.cpu().item() == 0.0 and cpu_grad.abs().item() > 1e-5
+
+
+# ---- fix2 ----
+
+@backs("notebooks/08_porting.ipynb", "c10 把每个请求都按 512 字节取整（`kMinBlockSize`）")
+def test_c10_rounds_requests_to_512_bytes_and_sizes_segments_in_2_mib():
+    config = (TORCH_INCLUDE / "c10/core/AllocatorConfig.h").read_text()
+    constants = dict(re.findall(r"constexpr size_t (k\w+) = (\d+);", config))
+    assert constants["kMinBlockSize"] == "512"
+    assert constants["kSmallSize"] == str(1 << 20) and constants["kSmallBuffer"] == str(2 << 20)
+    assert constants["kMinLargeAlloc"] == str(10 << 20) and constants["kRoundLarge"] == str(2 << 20)
+    assert "allocations between 1 and 10 MiB may use kLargeBuffer" in config
+
+
+@backs("notebooks/08_porting.ipynb", "之后每次分配时查询这些事件是否已经完成（`process_events`），主机不必等")
+def test_the_allocator_polls_recorded_streams_on_later_allocations():
+    doc = " ".join(torch.Tensor.record_stream.__doc__.split())
+    assert "on later allocations the allocator will poll the recorded stream to see if all operations have completed yet" in doc
+
+
+@backs("notebooks/08_porting.ipynb", "CUDA sanitizer 看不出漏掉的 `record_stream`：张量一释放它就忘掉这块内存，`aten.record_stream` 也被它跳过")
+def test_the_cuda_sanitizer_forgets_freed_memory_and_skips_record_stream():
+    import torch.cuda._sanitizer as sanitizer
+
+    deallocation = source_of(sanitizer.EventHandler._handle_memory_deallocation)
+    assert "delete_tensor(data_ptr)" in deallocation
+    assert "if func is aten.record_stream.default:\n            return func(*args, **kwargs)" in \
+        source_of(sanitizer.CUDASanitizerDispatchMode.__torch_dispatch__)
+
+
+@backs("notebooks/08_porting.ipynb", "CUDA sanitizer 只有一种模式，发现竞争就抛出 `CUDASanitizerErrors`")
+def test_the_cuda_sanitizer_raises_its_errors():
+    import torch.cuda._sanitizer as sanitizer
+
+    assert "raise CUDASanitizerErrors(errors)" in source_of(sanitizer.CUDASanitizerDispatchMode.__torch_dispatch__)
+    assert "warn" not in source_of(sanitizer.CUDASanitizer).lower()
+
+
+@backs("notebooks/08_porting.ipynb", "主机的同步（`torch.accelerator.synchronize()`、`Stream.synchronize()`、`Event.synchronize()`）")
+def test_the_cuda_sanitizer_follows_device_stream_and_event_synchronisation():
+    import torch.cuda._sanitizer as sanitizer
+
+    handlers = {"_handle_device_synchronization", "_handle_stream_synchronization", "_handle_event_synchronization"}
+    assert handlers <= set(dir(sanitizer.EventHandler))
+
+
+@backs("notebooks/08_porting.ipynb", "`pin_memory()` 本身就是一次锁页分配加一次主机上的拷贝")
+def test_pin_memory_copies_the_tensor():
+    assert "Copies the tensor to pinned memory" in torch.Tensor.pin_memory.__doc__
+
+
+@backs("notebooks/08_porting.ipynb", "`num_workers > 0` 时在后台线程里做")
+def test_data_loader_pins_in_a_thread_only_with_workers():
+    from torch.utils.data import dataloader
+
+    workers = source_of(dataloader._MultiProcessingDataLoaderIter)
+    assert "threading.Thread" in workers and "_pin_memory_loop" in workers
+    assert "threading" not in source_of(dataloader._SingleProcessDataLoaderIter)
