@@ -647,9 +647,10 @@ MEMORY_OPS = {
 OUT_VARIANTS = {"mm.out": "mm.default", "bmm.out": "bmm.default", "addmm.out": "addmm.default"}
 
 
-def out_variant(functional: Callable, name: str) -> Callable:
+def out_variant(functional: Callable, name: str = "out") -> Callable:
     """``op.out(..., out=t)``: the functional kernel's one launch, its result written into
-    ``t`` (resized to fit, as ATen's out= ops do), ``t`` returned."""
+    ``t`` (resized to fit, as ATen's out= ops do), ``t`` returned; ``name`` (``mm.out``) is
+    what the race report calls it."""
     def run(*args, out, **kwargs):
         result = functional(*args, **kwargs)
         _watched(name, writes=(out,))
