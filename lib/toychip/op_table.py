@@ -499,8 +499,8 @@ def _charge_host_copy(direction: str, nbytes: int, non_blocking: bool, from_pinn
     ``from_pinned`` memory; for the race report (``stream``: watched) unless it is ``non_blocking``."""
     if ledger.charging():
         ledger.charge_copy(direction, nbytes, blocking=not from_pinned)
-    if not non_blocking and stream is not None:
-        races.host_waits(stream)
+    if not non_blocking:
+        races.host_waits(stream or ledger.current_stream())
 
 
 def _record_stream(t, s) -> None:

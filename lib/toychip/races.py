@@ -36,11 +36,14 @@ pinned staging buffer refilled on the host (``stage.copy_(batch)``) while an ear
 ``non_blocking`` copy from it may still run is a race on a real chip, which neither this
 report nor the CUDA sanitizer sees. A ``non_blocking=True`` copy from pageable memory counts as
 asynchronous here, as ``cudaMemcpyAsync`` may return before the data has arrived (the
-simulated clock still makes the host wait for it, see :mod:`toychip.ledger`). Nothing is
-recorded until work is first queued on a side stream (a stream other than a chip's default),
-so single-stream programs pay two C calls per op; work done before that counts as finished
-for every stream. A judge whose verdict must not depend on what ran earlier in the process
-opens :func:`watching`.
+simulated clock still makes the host wait for it, see :mod:`toychip.ledger`). Accesses are
+recorded from the first op queued on a side stream (a stream other than a chip's default), so
+single-stream programs pay two C calls per op. Before that only which chips' default streams
+have work the host has not waited for is noted; a storage made then counts, when watching
+starts, as written by that work -- reading it on a side stream without waiting for the default
+stream is the race it would be on a real chip -- and as finished where the host has waited
+since. A judge whose verdict must not depend on what ran earlier in the process opens
+:func:`watching`.
 """
 from __future__ import annotations
 
@@ -73,6 +76,9 @@ def _mode_from_env() -> str:
 
 _mode = _mode_from_env()
 _watching = False                                   # work has been queued on a side stream
+_unwatched: set[int] = set()                         # chips whose default stream ran unwatched work not waited for
+_earlier: dict[int, int] = {}                        # chip -> the count that unwatched work had when watching began
+EARLIER_WORK = "work queued before the first side stream"
 _clocks: dict[StreamKey, dict[StreamKey, int]] = {}  # stream -> its vector clock (own count included)
 _host: dict[StreamKey, int] = {}                     # what the host has waited for
 _events: dict[int, dict[StreamKey, int]] = {}        # event id -> clock of its stream when recorded
@@ -162,19 +168,38 @@ def stream_of_work() -> StreamKey | None:
 
     Watching starts with the first op on a side stream and then lasts for the process.
     """
-    global _watching
     if _mode == "off":
         return None
     stream = ledger.current_stream()
     if not _watching:
         if stream[1] == 0:
+            _unwatched.add(stream[0])
             return None
-        _watching = True
+        _start_watching()
     return stream
 
 
+def _start_watching() -> None:
+    """The first side-stream op: from now on every access is recorded."""
+    global _watching
+    _watching = True
+    for device in list(_unwatched):
+        _count_unwatched(device)
+
+
+def _count_unwatched(device: int) -> None:
+    """The chip's unwatched default-stream work becomes one op that stream has done, which the
+    storages made before watching began are taken to be written by (:func:`access_of`)."""
+    default = (device, 0)
+    clock = _clock(default)
+    _earlier[device] = clock[default] = clock.get(default, 0) + 1
+    _unwatched.discard(device)
+
+
 def record_event(event_id: int, stream: StreamKey) -> None:
-    """``Event.record``: the event carries ``stream``'s clock as it is now."""
+    """``Event.record``: the event carries ``stream``'s clock as it is now (its unwatched work included)."""
+    if stream[1] == 0 and stream[0] in _unwatched:
+        _count_unwatched(stream[0])
     _events[event_id] = dict(_clock(stream))
 
 
@@ -192,6 +217,8 @@ def forget_event(event_id: int) -> None:
 def host_waits(stream: StreamKey) -> None:
     """The host waits for ``stream`` (``Stream.synchronize``, a blocking copy): work issued later,
     on any stream, comes after all of it."""
+    if stream[1] == 0 and stream[0] in _unwatched:
+        _count_unwatched(stream[0])
     _host_reaches(_clock(stream))
 
 
@@ -213,6 +240,8 @@ def synchronize(device: int | None = None) -> None:
     After waiting for all of them every stream's clock would be the host's, so the clocks are
     dropped: a stream seen again starts from the host's (:func:`_clock`), and the bookkeeping
     stays as small as the streams used since."""
+    for chip in [d for d in _unwatched if device in (None, d)]:
+        _count_unwatched(chip)
     if device is not None:
         for stream in [s for s in _clocks if s[0] == device]:
             host_waits(stream)
@@ -230,11 +259,14 @@ def host_has_waited(uses: dict[StreamKey, int]) -> bool:
 
 # --------------------------------------------------------------------------- accesses
 def access_of(storage) -> Access:
-    """The storage's access record (a new, empty one if it has none yet)."""
+    """The storage's access record. A storage without one was made before watching began: written
+    by its chip's unwatched default-stream work, if there was any (see :func:`_start_watching`)."""
     try:
         return storage._access
     except AttributeError:
-        access = storage._access = Access()
+        device = storage.device.index
+        earlier = _earlier.get(device)
+        access = storage._access = Access() if earlier is None else Access((device, 0), earlier, EARLIER_WORK)
         lease = getattr(storage, "_block", None)
         if lease is not None:
             lease.access = access  # the allocator checks the block's last uses when it is handed out again

@@ -188,3 +188,36 @@ def test_watching_records_what_runs_before_the_first_side_stream_op(monkeypatch,
         with tc.stream(side), pytest.warns(RaceWarning):
             buffer.copy_(torch.randn(8).pin_memory(), non_blocking=True)
     assert len(reports) == 1 and "writes" in reports[0]
+
+
+@pytest.fixture
+def unwatched(monkeypatch):
+    """The report as a fresh process has it: nothing recorded until a side stream is first used."""
+    tc.synchronize()
+    monkeypatch.setattr(races, "_watching", False)
+    monkeypatch.setattr(races, "_unwatched", set())
+    monkeypatch.setattr(races, "_earlier", {})
+
+
+def test_a_tensor_made_before_the_first_side_stream_races_when_read_there_without_waiting(unwatched):
+    made = torch.ones(8, device="toychip") * 2
+    side = tc.Stream()
+    with pytest.warns(RaceWarning, match=rf"reads tensor \(8,\).*{races.EARLIER_WORK} on toychip:0 stream 0"):
+        with tc.stream(side):
+            made + 1
+
+
+UNWATCHED_SYNCS = {
+    "wait_stream": lambda side, made: side.wait_stream(tc.current_stream()),
+    "device_synchronize": lambda side, made: tc.synchronize(),
+    "blocking_copy_to_the_host": lambda side, made: made.cpu(),
+}
+
+
+@pytest.mark.parametrize("sync", UNWATCHED_SYNCS)
+def test_a_tensor_made_before_the_first_side_stream_is_no_race_once_waited_for(unwatched, sync):
+    made = torch.ones(8, device="toychip") * 2
+    side = tc.Stream()
+    UNWATCHED_SYNCS[sync](side, made)
+    with toychip.sanitizer("strict"), tc.stream(side):
+        made + 1
